@@ -1,0 +1,108 @@
+"""The ``handrail`` command line.
+
+Each command is a plain function whose signature (usually a frozen config dataclass) is turned
+into options by tyro. Commands are looked up in a static table and imported lazily, so that
+``handrail demos info`` never pays for importing JAX or MuJoCo.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import tyro
+
+
+@dataclass(frozen=True)
+class Command:
+    """One entry of the command table."""
+
+    target: str
+    """``module:function`` relative to ``handrail.launch``; the function takes tyro-parsed args."""
+    summary: str
+    """One line for ``handrail --help``."""
+
+
+# (group, name) -> Command. A group of "" means a top-level command such as `handrail train`.
+COMMANDS: dict[tuple[str, ...], Command] = {
+    ("train",): Command("train_cmd:train", "Train a policy (SAC/RLPD in JAX, or SB3) on a task."),
+    ("eval",): Command("train_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
+    ("sim", "rollout"): Command("sim_cmd:rollout", "Run episodes with a policy, print success, write a video."),
+    ("sim", "view"): Command("sim_cmd:view", "Open the interactive MuJoCo viewer on a task."),
+    ("record",): Command("demos_cmd:record", "Record episodes into a Zarr episode store."),
+    ("replay",): Command("demos_cmd:replay", "Replay recorded actions in the sim; report drift; render."),
+    ("demos", "info"): Command("demos_cmd:info", "Summary table of an episode store."),
+    ("demos", "validate"): Command("demos_cmd:validate", "Validate an episode store; non-zero exit on problems."),
+    ("demos", "filter"): Command("demos_cmd:filter_", "Copy a filtered subset of a store into a new store."),
+    ("demos", "merge"): Command("demos_cmd:merge", "Merge several stores into a new store."),
+    ("demos", "export"): Command("demos_cmd:export", "Export a store to robomimic HDF5 or LeRobot."),
+    ("demos", "import"): Command("demos_cmd:import_", "Import robomimic HDF5, LeRobot or diffusion_policy zarr."),
+    ("bench", "sim"): Command("bench_cmd:bench_sim", "Env steps/s per task and share of time in mj_step."),
+    ("bench", "learner"): Command("bench_cmd:bench_learner", "Learner throughput side by side with SBX and SB3."),
+    ("bench", "store"): Command("bench_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."),
+}
+
+
+def _resolve(command: Command) -> Callable[..., object]:
+    module_name, func_name = command.target.split(":")
+    module = importlib.import_module(f"handrail.launch.{module_name}")
+    return getattr(module, func_name)
+
+
+def _usage(prefix: tuple[str, ...] = ()) -> str:
+    lines = ["usage: handrail " + " ".join(prefix) + (" " if prefix else "") + "COMMAND [OPTIONS]", ""]
+    lines.append("commands:")
+    for key, cmd in COMMANDS.items():
+        if key[: len(prefix)] == prefix:
+            lines.append(f"  {' '.join(key):<16} {cmd.summary}")
+    lines.append("")
+    lines.append("Run `handrail COMMAND --help` for the options of one command.")
+    return "\n".join(lines)
+
+
+def _match(argv: Sequence[str]) -> tuple[tuple[str, ...], Command] | None:
+    for length in (2, 1):
+        key = tuple(argv[:length])
+        if key in COMMANDS:
+            return key, COMMANDS[key]
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``handrail`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from handrail import __version__
+
+        print(f"handrail {__version__}")
+        return 0
+    found = _match(args)
+    if found is None:
+        groups = {key[0] for key in COMMANDS if len(key) == 2}
+        if args[0] in groups:
+            print(_usage((args[0],)), file=sys.stderr if len(args) > 1 else sys.stdout)
+            if len(args) > 1 and args[1] not in ("-h", "--help"):
+                print(f"\nhandrail: unknown command '{' '.join(args[:2])}'", file=sys.stderr)
+                return 2
+            return 0
+        print(_usage(), file=sys.stderr)
+        print(f"\nhandrail: unknown command '{args[0]}'", file=sys.stderr)
+        return 2
+    key, command = found
+    func = _resolve(command)
+    result = tyro.cli(
+        func,
+        args=args[len(key) :],
+        prog="handrail " + " ".join(key),
+        description=command.summary,
+    )
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

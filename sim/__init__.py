@@ -1,0 +1,1 @@
+"""handrail.sim."""

@@ -1,0 +1,1 @@
+"""Task envs, one file each."""

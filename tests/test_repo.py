@@ -1,0 +1,52 @@
+"""Repository-wide checks: lint, format, import layering, packaging."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_ruff_lint_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_import_layers_follow_architecture() -> None:
+    """The layer table of ARCHITECTURE.md, encoded as import-linter contracts."""
+    result = _run(str(BIN / "lint-imports"), "--no-cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " 0 broken" in result.stdout, result.stdout
+
+
+def test_every_subpackage_is_packaged() -> None:
+    """A folder with __init__.py that pyproject does not list would vanish from a wheel install."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {"handrail"}
+    for init in ROOT.rglob("__init__.py"):
+        rel = init.parent.relative_to(ROOT)
+        if not rel.parts or rel.parts[0] in {"tests", ".venv", "build"} or rel.parts[0].startswith("."):
+            continue
+        found.add(".".join(("handrail", *rel.parts)))
+    assert found == listed, f"pyproject packages differ: missing {found - listed}, extra {listed - found}"
+
+
+def test_bare_layer_names_are_not_importable_as_top_level() -> None:
+    """`control` must not shadow python-control: handrail installs only the handrail package."""
+    code = "import importlib.util as u, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; print(u.find_spec('control') is None or 'handrail' not in str(u.find_spec('control').origin))"
+    result = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
+    assert result.stdout.strip() == "True", result.stdout + result.stderr
