@@ -29,19 +29,37 @@ class Command:
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("train",): Command("train_cmd:train", "Train a policy (SAC/RLPD in JAX, or SB3) on a task."),
     ("eval",): Command("train_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
-    ("sim", "rollout"): Command("sim_cmd:rollout", "Run episodes with a policy, print success, write a video."),
+    ("sim", "rollout"): Command(
+        "sim_cmd:rollout", "Run episodes with a policy, print success, write a video."
+    ),
     ("sim", "view"): Command("sim_cmd:view", "Open the interactive MuJoCo viewer on a task."),
     ("record",): Command("demos_cmd:record", "Record episodes into a Zarr episode store."),
-    ("replay",): Command("demos_cmd:replay", "Replay recorded actions in the sim; report drift; render."),
+    ("replay",): Command(
+        "demos_cmd:replay", "Replay recorded actions in the sim; report drift; render."
+    ),
     ("demos", "info"): Command("demos_cmd:info", "Summary table of an episode store."),
-    ("demos", "validate"): Command("demos_cmd:validate", "Validate an episode store; non-zero exit on problems."),
-    ("demos", "filter"): Command("demos_cmd:filter_", "Copy a filtered subset of a store into a new store."),
+    ("demos", "validate"): Command(
+        "demos_cmd:validate", "Validate an episode store; non-zero exit on problems."
+    ),
+    ("demos", "filter"): Command(
+        "demos_cmd:filter_", "Copy a filtered subset of a store into a new store."
+    ),
     ("demos", "merge"): Command("demos_cmd:merge", "Merge several stores into a new store."),
-    ("demos", "export"): Command("demos_cmd:export", "Export a store to robomimic HDF5 or LeRobot."),
-    ("demos", "import"): Command("demos_cmd:import_", "Import robomimic HDF5, LeRobot or diffusion_policy zarr."),
-    ("bench", "sim"): Command("bench_cmd:bench_sim", "Env steps/s per task and share of time in mj_step."),
-    ("bench", "learner"): Command("bench_cmd:bench_learner", "Learner throughput side by side with SBX and SB3."),
-    ("bench", "store"): Command("bench_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."),
+    ("demos", "export"): Command(
+        "demos_cmd:export", "Export a store to robomimic HDF5 or LeRobot."
+    ),
+    ("demos", "import"): Command(
+        "demos_cmd:import_", "Import robomimic HDF5, LeRobot or diffusion_policy zarr."
+    ),
+    ("bench", "sim"): Command(
+        "bench_sim_cmd:bench_sim", "Env steps/s per task and share of time in mj_step."
+    ),
+    ("bench", "learner"): Command(
+        "bench_learner_cmd:bench_learner", "Learner throughput side by side with SBX and SB3."
+    ),
+    ("bench", "store"): Command(
+        "bench_store_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."
+    ),
 }
 
 
@@ -52,7 +70,10 @@ def _resolve(command: Command) -> Callable[..., object]:
 
 
 def _usage(prefix: tuple[str, ...] = ()) -> str:
-    lines = ["usage: handrail " + " ".join(prefix) + (" " if prefix else "") + "COMMAND [OPTIONS]", ""]
+    lines = [
+        "usage: handrail " + " ".join(prefix) + (" " if prefix else "") + "COMMAND [OPTIONS]",
+        "",
+    ]
     lines.append("commands:")
     for key, cmd in COMMANDS.items():
         if key[: len(prefix)] == prefix:

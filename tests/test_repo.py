@@ -39,10 +39,16 @@ def test_every_subpackage_is_packaged() -> None:
     found = {"handrail"}
     for init in ROOT.rglob("__init__.py"):
         rel = init.parent.relative_to(ROOT)
-        if not rel.parts or rel.parts[0] in {"tests", ".venv", "build"} or rel.parts[0].startswith("."):
+        if (
+            not rel.parts
+            or rel.parts[0] in {"tests", ".venv", "build"}
+            or rel.parts[0].startswith(".")
+        ):
             continue
         found.add(".".join(("handrail", *rel.parts)))
-    assert found == listed, f"pyproject packages differ: missing {found - listed}, extra {listed - found}"
+    assert found == listed, (
+        f"pyproject packages differ: missing {found - listed}, extra {listed - found}"
+    )
 
 
 def test_bare_layer_names_are_not_importable_as_top_level() -> None:
