@@ -1,0 +1,181 @@
+"""Policy evaluation: success rate with a Wilson confidence interval, return, length, video.
+
+Works with any Gymnasium env and any policy ``obs -> action`` in env units (e.g. the function
+returned by :func:`handrail.learners.checkpoint.load_policy`). The env object is only used through
+the Gymnasium API, so this module does not depend on ``handrail.sim``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Policy = Callable[[Any], np.ndarray]
+
+
+def episode_success(info: Mapping[str, Any], success_key: str = "success") -> bool | None:
+    """Reads success from ``info[success_key]``, falling back to ``info["is_success"]``.
+
+    Returns:
+        The success flag, or None when the env reports neither key.
+    """
+    for key in (success_key, "is_success"):
+        if key in info:
+            return bool(np.asarray(info[key]).any())
+    return None
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (95% by default).
+
+    Args:
+        successes: Number of successful trials.
+        trials: Number of trials (> 0).
+        z: Standard-normal quantile; 1.96 gives a 95% two-sided interval.
+
+    Returns:
+        (low, high), both within [0, 1].
+    """
+    if trials <= 0:
+        raise ValueError(f"wilson_interval: trials must be > 0, got {trials}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"wilson_interval: successes must be in [0, {trials}], got {successes}")
+    p = successes / trials
+    denom = 1.0 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Summary of an evaluation."""
+
+    success_rate: float | None
+    """Fraction of successful episodes; None if the env reports no success flag."""
+    ci_low: float | None
+    """Lower end of the Wilson 95% interval of the success rate."""
+    ci_high: float | None
+    """Upper end of the Wilson 95% interval of the success rate."""
+    mean_return: float
+    """Mean undiscounted episode return."""
+    mean_length: float
+    """Mean episode length in env steps."""
+    episodes: int
+    """Number of episodes evaluated."""
+    returns: tuple[float, ...] = ()
+    """Per-episode returns."""
+    successes: tuple[bool, ...] = ()
+    """Per-episode success flags (empty if the env reports none)."""
+    frames: list[np.ndarray] = field(default_factory=list, repr=False, compare=False)
+    """Rendered frames of the recorded episodes (empty unless ``video`` was requested)."""
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """Scalar summary for logging (no per-episode lists, no frames)."""
+        return {
+            "success_rate": self.success_rate,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "mean_return": self.mean_return,
+            "mean_length": self.mean_length,
+            "episodes": self.episodes,
+        }
+
+    def summary(self) -> str:
+        """One human-readable line."""
+        text = f"{self.episodes} episodes: "
+        if self.success_rate is not None:
+            text += (
+                f"success {self.success_rate:.1%} (95% CI {self.ci_low:.1%}-{self.ci_high:.1%}), "
+            )
+        return text + f"return {self.mean_return:.2f}, length {self.mean_length:.1f}"
+
+
+def evaluate(
+    env: Any,
+    policy: Policy,
+    episodes: int,
+    seed: int,
+    *,
+    video: bool | int = False,
+    success_key: str = "success",
+    max_steps: int | None = None,
+) -> EvalResult:
+    """Runs ``episodes`` episodes and summarises them.
+
+    An episode counts as successful if the success flag was true at any step. Episode ``i`` is
+    reset with ``seed + i``, so the same seed evaluates on the same initial states.
+
+    Args:
+        env: A Gymnasium env (``render_mode="rgb_array"`` if a video is requested).
+        policy: ``obs -> action`` in env units.
+        episodes: Number of episodes (> 0).
+        seed: Seed of the first episode.
+        video: True to record the first episode, or the number of episodes to record.
+        success_key: Info key with the success flag (falls back to ``"is_success"``).
+        max_steps: Safety cap on steps per episode for envs without a time limit.
+
+    Returns:
+        The :class:`EvalResult`.
+    """
+    if episodes <= 0:
+        raise ValueError(f"evaluate: episodes must be > 0, got {episodes}")
+    num_video = int(video) if not isinstance(video, bool) else (1 if video else 0)
+    if num_video and getattr(env, "render_mode", None) != "rgb_array":
+        raise ValueError(
+            "evaluate(video=...): the env must be created with render_mode='rgb_array'; "
+            f"got render_mode={getattr(env, 'render_mode', None)!r}"
+        )
+    returns, lengths, successes, frames = [], [], [], []
+    for i in range(episodes):
+        ret, length, success = _run_episode(
+            env, policy, seed + i, success_key, max_steps, frames if i < num_video else None
+        )
+        returns.append(ret)
+        lengths.append(length)
+        if success is not None:
+            successes.append(success)
+    rate = lo = hi = None
+    if len(successes) == episodes:
+        rate = sum(successes) / episodes
+        lo, hi = wilson_interval(sum(successes), episodes)
+    return EvalResult(
+        success_rate=rate,
+        ci_low=lo,
+        ci_high=hi,
+        mean_return=float(np.mean(returns)),
+        mean_length=float(np.mean(lengths)),
+        episodes=episodes,
+        returns=tuple(returns),
+        successes=tuple(successes) if rate is not None else (),
+        frames=frames,
+    )
+
+
+def _run_episode(
+    env: Any,
+    policy: Policy,
+    seed: int,
+    success_key: str,
+    max_steps: int | None,
+    frames: list[np.ndarray] | None,
+) -> tuple[float, int, bool | None]:
+    obs, info = env.reset(seed=seed)
+    if frames is not None:
+        frames.append(np.asarray(env.render()))
+    ret, length, success = 0.0, 0, episode_success(info, success_key)
+    while True:
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        ret += float(reward)
+        length += 1
+        step_success = episode_success(info, success_key)
+        if step_success is not None:
+            success = bool(success) or step_success
+        if frames is not None:
+            frames.append(np.asarray(env.render()))
+        if terminated or truncated or (max_steps is not None and length >= max_steps):
+            return ret, length, success

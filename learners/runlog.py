@@ -1,0 +1,269 @@
+"""One run folder per training run: config, checkpoints, metrics, plots and videos.
+
+Layout of a run folder::
+
+    RUN/
+      config.json            resolved training config (written once, read back by eval/resume)
+      metrics.jsonl          one JSON object per line: {"kind", "env_steps", "wall_time_s", ...}
+      tb/                    TensorBoard event files (tensorboardX)
+      learning_curve.png     success rate and return vs env steps and vs wall clock
+      checkpoints/latest/    most recent checkpoint (learner-specific format)
+      checkpoints/best/      checkpoint with the best evaluation success rate (then return)
+      videos/                evaluation videos (mp4)
+
+Everything is written so that a crash at any moment leaves a readable folder: each JSONL line is
+flushed as it is written (a torn last line is skipped when reading), and the PNG, the config and
+videos are written to a temporary file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "learning_curve.png"
+
+
+def _jsonable(value: Any) -> Any:
+    """Converts numpy/jax scalars and arrays to plain Python for ``json.dumps``."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # numpy / jax arrays and scalars
+        return _jsonable(np.asarray(value).tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
+    return value
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """A run folder (created if missing; reopened and appended to on resume).
+
+    Args:
+        path: The folder. Created with parents if it does not exist.
+        tensorboard: Also write TensorBoard event files under ``tb/``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, tensorboard: bool = True) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.checkpoints_dir.mkdir(exist_ok=True)
+        previous = self.read_metrics()
+        # On resume, wall clock continues from where the previous session stopped.
+        self._wall_offset_s = max(
+            (float(r.get("wall_time_s") or 0.0) for r in previous), default=0.0
+        )
+        self._t0 = time.monotonic()
+        self._metrics_file = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115
+        self._tb = None
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(logdir=str(self.path / "tb"))
+
+    # ----------------------------------------------------------------- paths
+    @property
+    def config_path(self) -> Path:
+        """``config.json``: the resolved config of this run."""
+        return self.path / CONFIG_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.jsonl``: every logged record, one JSON object per line."""
+        return self.path / METRICS_FILE
+
+    @property
+    def plot_path(self) -> Path:
+        """``learning_curve.png``."""
+        return self.path / PLOT_FILE
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """``checkpoints/``."""
+        return self.path / "checkpoints"
+
+    @property
+    def latest_dir(self) -> Path:
+        """``checkpoints/latest``: the most recent checkpoint."""
+        return self.checkpoints_dir / "latest"
+
+    @property
+    def best_dir(self) -> Path:
+        """``checkpoints/best``: the checkpoint with the best evaluation so far."""
+        return self.checkpoints_dir / "best"
+
+    @property
+    def videos_dir(self) -> Path:
+        """``videos/``: evaluation videos."""
+        return self.path / "videos"
+
+    # ----------------------------------------------------------------- config
+    def write_config(self, config: Mapping[str, Any]) -> Path:
+        """Writes the resolved config as ``config.json`` (atomically)."""
+        text = json.dumps(_jsonable(config), indent=2, sort_keys=True) + "\n"
+        _atomic_write_bytes(self.config_path, text.encode())
+        return self.config_path
+
+    def read_config(self) -> dict[str, Any]:
+        """Reads ``config.json``; ValueError if this folder has none."""
+        if not self.config_path.is_file():
+            raise ValueError(f"{self.path} is not a handrail run folder: no {CONFIG_FILE} in it")
+        return json.loads(self.config_path.read_text())
+
+    # ----------------------------------------------------------------- metrics
+    def wall_time_s(self) -> float:
+        """Seconds of training wall clock, summed over resumed sessions."""
+        return self._wall_offset_s + (time.monotonic() - self._t0)
+
+    def log(self, kind: str, env_steps: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Appends one record to ``metrics.jsonl`` (flushed) and to TensorBoard.
+
+        Args:
+            kind: Record type, e.g. ``"train"``, ``"episode"`` or ``"eval"``.
+            env_steps: Env steps taken so far; the x axis of every curve.
+            metrics: Scalar values; namespaced keys like ``"critic/loss"`` are kept as-is.
+
+        Returns:
+            The record as written.
+        """
+        record = {"kind": kind, "env_steps": int(env_steps), "wall_time_s": self.wall_time_s()}
+        record.update(_jsonable(dict(metrics)))
+        self._metrics_file.write(json.dumps(record) + "\n")
+        self._metrics_file.flush()
+        if self._tb is not None:
+            for key, value in record.items():
+                if key in ("kind", "env_steps") or not isinstance(value, int | float | bool):
+                    continue
+                self._tb.add_scalar(f"{kind}/{key}", float(value), int(env_steps))
+        return record
+
+    def read_metrics(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Reads back ``metrics.jsonl`` (a torn last line from a crash is skipped)."""
+        if not self.metrics_path.is_file():
+            return []
+        records = []
+        with open(self.metrics_path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if kind is None or record.get("kind") == kind:
+                    records.append(record)
+        return records
+
+    # ----------------------------------------------------------------- plot
+    def write_plot(self, title: str = "") -> Path:
+        """Redraws ``learning_curve.png`` from ``metrics.jsonl`` (atomic replace).
+
+        Success rate and return against env steps (left) and wall-clock minutes (right); eval
+        records as markers, a running mean of training episodes as a thin line.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+
+        evals = self.read_metrics("eval")
+        episodes = self.read_metrics("episode")
+        fig = Figure(figsize=(10, 6.5), layout="constrained")
+        axes = fig.subplots(2, 2)
+        for col, (xkey, xlabel, scale) in enumerate(
+            (("env_steps", "env steps", 1.0), ("wall_time_s", "wall clock (min)", 1 / 60))
+        ):
+            for row, (ekey, tkey, ylabel) in enumerate(
+                (("success_rate", "success", "success rate"), ("mean_return", "return", "return"))
+            ):
+                ax = axes[row, col]
+                _plot_series(ax, episodes, xkey, tkey, scale, "train (running mean)", smooth=True)
+                _plot_series(ax, evals, xkey, ekey, scale, "eval", smooth=False)
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel)
+                if row == 0:
+                    ax.set_ylim(-0.03, 1.03)
+                ax.grid(alpha=0.3)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(loc="best", fontsize=8)
+        if title:
+            fig.suptitle(title)
+        tmp = self.plot_path.with_name(f".{PLOT_FILE}.tmp.png")
+        fig.savefig(tmp, dpi=80)
+        os.replace(tmp, self.plot_path)
+        return self.plot_path
+
+    # ----------------------------------------------------------------- video
+    def write_video(self, frames: Sequence[np.ndarray], name: str, fps: float = 20.0) -> Path:
+        """Writes ``videos/<name>.mp4`` from HxWx3 uint8 frames (temp file, then rename)."""
+        if len(frames) == 0:
+            raise ValueError(f"write_video({name!r}): no frames; render the env with rgb_array")
+        import imageio.v2 as imageio
+
+        self.videos_dir.mkdir(exist_ok=True)
+        path = self.videos_dir / f"{name}.mp4"
+        tmp = self.videos_dir / f".{name}.tmp.mp4"
+        imageio.mimwrite(tmp, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps)
+        os.replace(tmp, path)
+        return path
+
+    def close(self) -> None:
+        """Flushes and closes the metrics and TensorBoard files."""
+        if not self._metrics_file.closed:
+            self._metrics_file.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plot_series(
+    ax: Any,
+    records: Iterable[Mapping[str, Any]],
+    xkey: str,
+    ykey: str,
+    scale: float,
+    label: str,
+    *,
+    smooth: bool,
+) -> None:
+    pts = [
+        (float(r[xkey]) * scale, float(r[ykey]))
+        for r in records
+        if r.get(ykey) is not None and r.get(xkey) is not None
+    ]
+    if not pts:
+        return
+    x, y = np.asarray(pts).T
+    if smooth:
+        window = max(1, min(20, len(y) // 5))
+        csum = np.concatenate([[0.0], np.cumsum(y)])
+        lo = np.maximum(np.arange(len(y)) + 1 - window, 0)
+        y = (csum[1:] - csum[lo]) / (np.arange(len(y)) + 1 - lo)  # trailing running mean
+        ax.plot(x, y, lw=1, alpha=0.6, label=label)
+    else:
+        ax.plot(x, y, marker="o", ms=3, label=label)

@@ -1,0 +1,103 @@
+"""Evaluation statistics: Wilson interval, success fallback, per-episode seeding."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from handrail.learners.evaluation import EvalResult, episode_success, evaluate, wilson_interval
+
+
+class CoinEnv(gym.Env):
+    """Episodes of 3 steps; succeeds when the reset seed is even. Reward = action[0]."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, key: str = "success", render_mode: str | None = None) -> None:
+        self.key = key
+        self.render_mode = render_mode
+        self.seeds: list[int | None] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.seeds.append(seed)
+        self.t = 0
+        self.win = seed is not None and seed % 2 == 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        info = {self.key: self.win and self.t == 2} if self.key else {}
+        return np.zeros(2, np.float32), float(action[0]), False, self.t >= 3, info
+
+    def render(self):
+        return np.full((8, 8, 3), self.t, np.uint8)
+
+
+def test_wilson_matches_hand_computed_values() -> None:
+    # 8/10 at z=1.96: centre (0.8 + 0.19208)/1.38416, half 1.96/1.38416*sqrt(0.016 + 0.0009604)
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4)
+    assert hi == pytest.approx(0.9433, abs=1e-4)
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(3.8415 / (20 + 3.8415), abs=1e-4)
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and lo == pytest.approx(20 / (20 + 3.8415), abs=1e-4)
+
+
+@pytest.mark.parametrize(("successes", "trials"), [(0, 1), (3, 7), (50, 100), (99, 100)])
+def test_wilson_contains_the_estimate(successes: int, trials: int) -> None:
+    lo, hi = wilson_interval(successes, trials)
+    assert 0.0 <= lo <= successes / trials <= hi <= 1.0
+    assert hi - lo < 1.0
+
+
+def test_wilson_rejects_bad_counts() -> None:
+    with pytest.raises(ValueError, match="trials"):
+        wilson_interval(0, 0)
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(5, 3)
+
+
+def test_success_key_and_is_success_fallback() -> None:
+    assert episode_success({"success": True}) is True
+    assert episode_success({"is_success": np.array(1.0)}) is True
+    assert episode_success({"my_flag": 0}, "my_flag") is False
+    assert episode_success({}) is None
+
+
+@pytest.mark.parametrize("key", ["success", "is_success"])
+def test_evaluate_counts_success_at_any_step(key: str) -> None:
+    env = CoinEnv(key)
+    result = evaluate(env, lambda obs: np.array([0.5], np.float32), episodes=4, seed=10)
+    assert env.seeds == [10, 11, 12, 13]
+    assert result.successes == (True, False, True, False)
+    assert result.success_rate == 0.5
+    assert (result.ci_low, result.ci_high) == pytest.approx(wilson_interval(2, 4))
+    assert result.mean_return == pytest.approx(1.5)
+    assert result.mean_length == 3.0
+    assert "success 50.0%" in result.summary()
+
+
+def test_evaluate_without_success_flag_still_reports_return() -> None:
+    result = evaluate(CoinEnv(key=""), lambda obs: np.array([-1.0]), episodes=2, seed=0)
+    assert result.success_rate is None and result.ci_low is None
+    assert result.mean_return == -3.0
+    assert "return -3.00" in result.summary()
+    assert not math.isnan(result.mean_length)
+
+
+def test_evaluate_records_video_frames_of_first_episode_only() -> None:
+    env = CoinEnv(render_mode="rgb_array")
+    result = evaluate(env, lambda obs: np.zeros(1), episodes=3, seed=0, video=True)
+    assert len(result.frames) == 4  # reset + 3 steps
+    assert isinstance(result, EvalResult) and result.as_dict()["episodes"] == 3
+
+
+def test_video_needs_rgb_array_render_mode() -> None:
+    with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=1, seed=0, video=True)

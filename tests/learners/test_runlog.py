@@ -1,0 +1,74 @@
+"""Run folder: config, JSONL metrics (crash-tolerant), TensorBoard, atomic plot, video."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handrail.learners.runlog import RunDir
+
+
+def test_config_round_trip_and_missing_config(tmp_path: Path) -> None:
+    with RunDir(tmp_path / "run") as run:
+        with pytest.raises(ValueError, match=r"no config\.json"):
+            run.read_config()
+        run.write_config({"task": "reach", "hidden": (64, 64), "lr": np.float32(0.5)})
+        assert run.read_config() == {"task": "reach", "hidden": [64, 64], "lr": 0.5}
+        assert not list(run.path.glob(".*tmp*"))
+
+
+def test_metrics_are_flushed_per_line_and_torn_lines_skipped(tmp_path: Path) -> None:
+    run = RunDir(tmp_path, tensorboard=False)
+    run.log("train", 10, {"critic/loss": np.float32(1.5)})
+    run.log("eval", 20, {"success_rate": 0.5, "mean_return": -3.0})
+    # Readable before close (flushed), as a crash would leave it.
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["kind"] for x in lines] == ["train", "eval"]
+    assert json.loads(lines[0])["critic/loss"] == 1.5
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "eval", "env_st')  # torn write
+    assert [r["env_steps"] for r in run.read_metrics("eval")] == [20]
+    run.close()
+
+
+def test_reopen_appends_and_continues_wall_clock(tmp_path: Path) -> None:
+    with RunDir(tmp_path, tensorboard=False) as run:
+        run.log("eval", 5, {"success_rate": 0.0})
+    record = json.loads((tmp_path / "metrics.jsonl").read_text())
+    record["wall_time_s"] = 100.0
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    with RunDir(tmp_path, tensorboard=False) as run:
+        second = run.log("eval", 10, {"success_rate": 1.0})
+    assert second["wall_time_s"] >= 100.0
+    assert len(RunDir(tmp_path, tensorboard=False).read_metrics()) == 2
+
+
+def test_tensorboard_event_file_is_written(tmp_path: Path) -> None:
+    with RunDir(tmp_path) as run:
+        run.log("train", 1, {"actor/loss": 0.1})
+    events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+
+
+def test_plot_is_a_png_and_written_atomically(tmp_path: Path) -> None:
+    with RunDir(tmp_path, tensorboard=False) as run:
+        run.write_plot()  # no data yet: still a valid (empty) figure
+        for step in range(1, 30):
+            run.log("episode", step * 10, {"return": -step, "success": step % 2, "length": 10})
+        run.log("eval", 150, {"success_rate": 0.4, "mean_return": -5.0})
+        path = run.write_plot(title="test")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_video_is_an_mp4(tmp_path: Path) -> None:
+    frames = [np.full((32, 32, 3), i * 20, np.uint8) for i in range(10)]
+    with RunDir(tmp_path, tensorboard=False) as run:
+        path = run.write_video(frames, "eval_100")
+        with pytest.raises(ValueError, match="no frames"):
+            run.write_video([], "empty")
+    assert path.name == "eval_100.mp4" and path.stat().st_size > 100
+    assert b"ftyp" in path.read_bytes()[:32]
