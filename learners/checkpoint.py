@@ -1,0 +1,146 @@
+"""Learner checkpoints: ``state.msgpack`` (flax.serialization) + ``config.json``; no pickle.
+
+A checkpoint folder holds everything needed to rebuild the policy: the resolved SACConfig, the
+observation and action specs, the full learner state (params, target params, optimizer states,
+RNG, step counter) and any JSON-able ``extra`` the caller adds (e.g. env-step counters).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import jax
+import numpy as np
+
+from handrail.learners.sac import SAC, SACConfig, SACState
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+STATE_FILE = "state.msgpack"
+"""Learner state, flax.serialization msgpack."""
+CONFIG_FILE = "config.json"
+"""Resolved config, specs, extra and format version."""
+FORMAT_VERSION = 1
+"""Bumped when the checkpoint layout changes."""
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(
+    directory: str | os.PathLike[str],
+    state: SACState,
+    config: SACConfig,
+    obs_spec: ObsSpec,
+    action_spec: ActionSpec,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint folder (created if needed; files replaced atomically).
+
+    Returns:
+        The checkpoint folder.
+    """
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "config": config.to_json(),
+        "obs_spec": obs_spec.to_json(),
+        "action_spec": action_spec.to_json(),
+        "extra": extra or {},
+    }
+    state = jax.device_get(state)
+    _write_atomic(path / STATE_FILE, flax.serialization.to_bytes(state))
+    _write_atomic(path / CONFIG_FILE, json.dumps(meta, indent=2).encode())
+    return path
+
+
+def read_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed ``config.json`` of a checkpoint folder (clear error when it is not one)."""
+    path = Path(directory)
+    if not (path / CONFIG_FILE).is_file() or not (path / STATE_FILE).is_file():
+        raise ValueError(
+            f"{path} is not a handrail checkpoint: expected {CONFIG_FILE} and {STATE_FILE} in it"
+        )
+    meta = json.loads((path / CONFIG_FILE).read_text())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: checkpoint format_version {meta.get('format_version')} is not supported "
+            f"(this code reads version {FORMAT_VERSION})"
+        )
+    return meta
+
+
+def _differences(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str) -> list[str]:
+    out = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if a != b:
+            out.append(f"{prefix}{key}: checkpoint {a!r} vs current {b!r}")
+    return out
+
+
+def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACState, dict]:
+    """Restore the learner state saved for the same config and specs as ``sac``.
+
+    Returns:
+        (state, extra) where ``extra`` is the dict given to :func:`save_checkpoint`.
+
+    Raises:
+        ValueError: when the checkpoint's config or specs differ (each differing field named).
+    """
+    path = Path(directory)
+    meta = read_meta(path)
+    diffs = _differences(meta["config"], sac.config.to_json(), "config.")
+    diffs += _differences(meta["obs_spec"], sac.obs_spec.to_json(), "obs_spec.")
+    diffs += _differences(meta["action_spec"], sac.action_spec.to_json(), "action_spec.")
+    if diffs:
+        raise ValueError(
+            f"checkpoint {path} was saved with a different learner config; differing fields:\n  "
+            + "\n  ".join(diffs)
+            + "\nBuild the SAC from the checkpoint's config.json (or load_policy) to use it."
+        )
+    template = jax.device_get(sac.init(jax.random.PRNGKey(0)))
+    state = flax.serialization.from_bytes(template, (path / STATE_FILE).read_bytes())
+    return jax.tree_util.tree_map(jax.numpy.asarray, state), meta["extra"]
+
+
+def sac_from_checkpoint(directory: str | os.PathLike[str]) -> SAC:
+    """A SAC built from a checkpoint's own config and specs."""
+    meta = read_meta(directory)
+    return SAC(
+        ObsSpec.from_json(meta["obs_spec"]),
+        ActionSpec.from_json(meta["action_spec"]),
+        SACConfig.from_json(meta["config"]),
+    )
+
+
+def load_policy(
+    path: str | os.PathLike[str], deterministic: bool = True, seed: int = 0
+) -> Callable[[Mapping[str, np.ndarray] | np.ndarray], np.ndarray]:
+    """A ready inference function ``policy(obs) -> env action`` from a checkpoint folder.
+
+    ``obs`` is the env's observation (dict or array; one or a batch). Stochastic policies draw
+    from a PRNG seeded with ``seed``.
+    """
+    sac = sac_from_checkpoint(path)
+    state, _ = load_checkpoint(path, sac)
+    policy = sac.make_policy(state.actor_params, deterministic)
+    key = [jax.random.PRNGKey(seed)]
+
+    def act(obs: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
+        key[0], sub = jax.random.split(key[0])
+        action = np.asarray(policy(sac.obs_spec.flatten(obs), sub))
+        return sac.action_spec.to_env(action)
+
+    return act

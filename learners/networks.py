@@ -1,0 +1,99 @@
+"""Flax modules for SAC: an MLP, a LayerNorm critic ensemble and a tanh-Gaussian actor.
+
+Networks only build modules and the action distribution's maths; losses live in
+``losses.py`` and take the params explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+LOG_STD_MIN = -10.0
+"""Lower bound of the actor's log standard deviation (as in rlpd/jaxrl)."""
+LOG_STD_MAX = 2.0
+"""Upper bound of the actor's log standard deviation."""
+
+
+class MLP(nn.Module):
+    """Dense layers with ReLU; optional LayerNorm after each hidden Dense (RLPD's critic)."""
+
+    hidden_dims: Sequence[int]
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for width in self.hidden_dims:
+            x = nn.Dense(width, kernel_init=nn.initializers.xavier_uniform())(x)
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
+            x = nn.relu(x)
+        return x
+
+
+class Critic(nn.Module):
+    """One Q-function Q(s, a) -> scalar."""
+
+    hidden_dims: Sequence[int]
+    layer_norm: bool = True
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([obs, action], axis=-1)
+        x = MLP(self.hidden_dims, self.layer_norm)(x)
+        return nn.Dense(1, kernel_init=nn.initializers.xavier_uniform())(x)[..., 0]
+
+
+class CriticEnsemble(nn.Module):
+    """``num_critics`` independent critics evaluated in one vectorised call -> (num_critics, ...)."""
+
+    hidden_dims: Sequence[int]
+    num_critics: int
+    layer_norm: bool = True
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        ensemble = nn.vmap(
+            Critic,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=0,
+            axis_size=self.num_critics,
+        )
+        return ensemble(self.hidden_dims, self.layer_norm)(obs, action)
+
+
+class Actor(nn.Module):
+    """Gaussian head before the tanh squashing: returns (mean, log_std), each (..., action_dim)."""
+
+    hidden_dims: Sequence[int]
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = MLP(self.hidden_dims, layer_norm=False)(obs)
+        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.xavier_uniform())(x)
+        log_std = nn.Dense(self.action_dim, kernel_init=nn.initializers.xavier_uniform())(x)
+        # Clipped (as rlpd/jaxrl), so a fresh actor starts near std = 1.
+        log_std = jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        return mean, log_std
+
+
+def tanh_gaussian_sample(
+    mean: jax.Array, log_std: jax.Array, key: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised sample a = tanh(mean + std * eps) and its log-probability.
+
+    The log-density includes the tanh change of variables (Haarnoja et al. 2018, Appendix C,
+    Eq. 21): log pi(a|s) = log N(u) - sum log(1 - tanh(u)^2), written stably as
+    2 * (log 2 - u - softplus(-2u)).
+    """
+    eps = jax.random.normal(key, mean.shape, mean.dtype)
+    u = mean + jnp.exp(log_std) * eps
+    log_normal = -0.5 * eps**2 - log_std - 0.5 * jnp.log(2.0 * jnp.pi)
+    log_det = 2.0 * (jnp.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+    return jnp.tanh(u), jnp.sum(log_normal - log_det, axis=-1)

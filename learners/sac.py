@@ -1,0 +1,298 @@
+"""SAC in the RLPD / SERL style: critic ensemble, subsampled min target, UTD inside one jit.
+
+``SAC.update(state, batch)`` runs ``utd`` critic steps in a ``lax.scan`` (each followed by a
+Polyak target update), then one actor and one temperature step on the last minibatch, as
+RLPD does. A non-finite loss anywhere in the block leaves the state unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from handrail.learners import losses
+from handrail.learners.networks import Actor, CriticEnsemble, tanh_gaussian_sample
+from handrail.learners.replay import Batch
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Hyper-parameters of the SAC learner (defaults: RLPD, Ball et al. 2023)."""
+
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor and of each critic."""
+    num_critics: int = 10
+    """Critics in the ensemble."""
+    critic_subset: int = 2
+    """Critics drawn at random for the min in the target (REDQ/RLPD)."""
+    critic_layer_norm: bool = True
+    """LayerNorm after each hidden layer of the critic."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of the log-temperature."""
+    gamma: float = 0.99
+    """Discount per env step."""
+    tau: float = 0.005
+    """Polyak rate of the target critics per critic step."""
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    target_entropy: float | None = None
+    """Target policy entropy; None means -|A|/2."""
+    backup_entropy: bool = True
+    """Keep the entropy term in the critic backup (False suits sparse rewards)."""
+    utd: int = 20
+    """Update-to-data ratio: critic steps per env step (one actor step per block)."""
+    batch_size: int = 256
+    """Rows per minibatch (demo + online)."""
+    n_step: int = 1
+    """n-step return horizon (never crosses episode ends)."""
+    demo_ratio: float = 0.5
+    """Fraction of each minibatch drawn from demonstrations when there are any."""
+    max_nonfinite_updates: int = 10
+    """Consecutive non-finite update blocks after which training stops with an error."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
+        checks = {
+            "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
+            "num_critics": self.num_critics >= 1,
+            "critic_subset": 1 <= self.critic_subset <= self.num_critics,
+            "actor_lr": self.actor_lr > 0,
+            "critic_lr": self.critic_lr > 0,
+            "temperature_lr": self.temperature_lr > 0,
+            "gamma": 0.0 <= self.gamma <= 1.0,
+            "tau": 0.0 < self.tau <= 1.0,
+            "init_temperature": self.init_temperature > 0,
+            "utd": self.utd >= 1,
+            "batch_size": self.batch_size >= 1,
+            "n_step": self.n_step >= 1,
+            "demo_ratio": 0.0 <= self.demo_ratio <= 1.0,
+            "max_nonfinite_updates": self.max_nonfinite_updates >= 1,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
+            raise ValueError(
+                f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
+                "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
+                "n_step/max_nonfinite_updates >= 1, demo_ratio in [0, 1])"
+            )
+
+    @classmethod
+    def rlpd(cls, **overrides: Any) -> SACConfig:
+        """RLPD: 10 LayerNorm critics, subset 2, UTD 20, batch 256, half demos."""
+        return cls(**overrides)
+
+    @classmethod
+    def cpu(cls, **overrides: Any) -> SACConfig:
+        """A laptop-CPU preset: 2 critics, 128x128 nets, UTD 4, batch 128."""
+        base = {"hidden_dims": (128, 128), "num_critics": 2, "utd": 4, "batch_size": 128}
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def hil_serl(cls, **overrides: Any) -> SACConfig:
+        """HIL-SERL: 2 critics, gamma 0.97, alpha0 0.01, no entropy backup, critic-heavy UTD."""
+        base = {
+            "num_critics": 2,
+            "gamma": 0.97,
+            "init_temperature": 0.01,
+            "backup_entropy": False,
+            "utd": 2,
+        }
+        return cls(**{**base, **overrides})
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible dict of every field."""
+        out = dataclasses.asdict(self)
+        out["hidden_dims"] = list(self.hidden_dims)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SACConfig:
+        """Inverse of :meth:`to_json`; unknown fields -> ValueError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"SACConfig: unknown fields {sorted(unknown)}; valid: {sorted(names)}")
+        return cls(**{**data, "hidden_dims": tuple(data.get("hidden_dims", (256, 256)))})
+
+
+@flax.struct.dataclass
+class SACState:
+    """Everything the learner updates: params, targets, optimizer states, RNG and counters."""
+
+    actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    log_temperature: jax.Array
+    actor_opt_state: Any
+    critic_opt_state: Any
+    temperature_opt_state: Any
+    rng: jax.Array
+    step: jax.Array
+    """Update blocks applied (each = utd critic steps + 1 actor step)."""
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+class SAC:
+    """The learner: built from specs and a config; all methods are pure in ``SACState``."""
+
+    def __init__(self, obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig) -> None:
+        self.obs_spec, self.action_spec, self.config = obs_spec, action_spec, config
+        self.actor = Actor(config.hidden_dims, action_spec.dim)
+        self.critic = CriticEnsemble(
+            config.hidden_dims, config.num_critics, config.critic_layer_norm
+        )
+        self.target_entropy = (
+            -action_spec.dim / 2.0 if config.target_entropy is None else config.target_entropy
+        )
+        self.actor_tx = optax.adam(config.actor_lr)
+        self.critic_tx = optax.adam(config.critic_lr)
+        self.temperature_tx = optax.adam(config.temperature_lr)
+        self.update = jax.jit(self.update_fn)
+        self._act = jax.jit(self._act_fn, static_argnames="deterministic")
+
+    # -- networks as functions of explicit params -------------------------------------------
+    def policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
+        """Sample a ~ pi(.|obs) in [-1, 1] and its log-probability."""
+        mean, log_std = self.actor.apply({"params": actor_params}, obs)
+        return tanh_gaussian_sample(mean, log_std, key)
+
+    def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Q-values of all critics, shape (num_critics, ...)."""
+        return self.critic.apply({"params": critic_params}, obs, action)
+
+    # -- state --------------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> SACState:
+        """Fresh learner state from a PRNG key."""
+        key_actor, key_critic, rng = jax.random.split(key, 3)
+        obs = jnp.zeros((1, self.obs_spec.dim), jnp.float32)
+        action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
+        actor_params = self.actor.init(key_actor, obs)["params"]
+        critic_params = self.critic.init(key_critic, obs, action)["params"]
+        log_temperature = jnp.asarray(np.log(self.config.init_temperature), jnp.float32)
+        return SACState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=jax.tree_util.tree_map(jnp.array, critic_params),
+            log_temperature=log_temperature,
+            actor_opt_state=self.actor_tx.init(actor_params),
+            critic_opt_state=self.critic_tx.init(critic_params),
+            temperature_opt_state=self.temperature_tx.init(log_temperature),
+            rng=rng,
+            step=jnp.zeros((), jnp.int32),
+        )
+
+    # -- update -------------------------------------------------------------------------------
+    def critic_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """One critic gradient step on a (batch_size, ...) minibatch, then the Polyak update."""
+        rng, key = jax.random.split(state.rng)
+        grad_fn = jax.grad(losses.critic_loss, has_aux=True)
+        grads, metrics = grad_fn(
+            state.critic_params,
+            state.target_critic_params,
+            state.actor_params,
+            jnp.exp(state.log_temperature),
+            batch,
+            key,
+            policy_fn=self.policy_fn,
+            critic_fn=self.critic_fn,
+            critic_subset=self.config.critic_subset,
+            backup_entropy=self.config.backup_entropy,
+        )
+        updates, opt_state = self.critic_tx.update(grads, state.critic_opt_state)
+        params = optax.apply_updates(state.critic_params, updates)
+        target = losses.polyak(params, state.target_critic_params, self.config.tau)
+        new = state.replace(
+            critic_params=params, target_critic_params=target, critic_opt_state=opt_state, rng=rng
+        )
+        return new, metrics
+
+    def actor_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """One actor step and one temperature step on a minibatch; increments ``step``."""
+        rng, key = jax.random.split(state.rng)
+        grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
+            state.actor_params,
+            state.critic_params,
+            jnp.exp(state.log_temperature),
+            batch.obs,
+            key,
+            policy_fn=self.policy_fn,
+            critic_fn=self.critic_fn,
+        )
+        updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
+        actor_params = optax.apply_updates(state.actor_params, updates)
+        t_grad, t_metrics = jax.grad(losses.temperature_loss, has_aux=True)(
+            state.log_temperature, metrics["actor/entropy"], self.target_entropy
+        )
+        t_updates, t_opt = self.temperature_tx.update(t_grad, state.temperature_opt_state)
+        new = state.replace(
+            actor_params=actor_params,
+            actor_opt_state=actor_opt,
+            log_temperature=optax.apply_updates(state.log_temperature, t_updates),
+            temperature_opt_state=t_opt,
+            rng=rng,
+            step=state.step + 1,
+        )
+        return new, {**metrics, **t_metrics}
+
+    def update_fn(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """Un-jitted body of :meth:`update` (for fusing into larger jitted functions)."""
+        new, critic_metrics = jax.lax.scan(self.critic_step, state, batch)
+        last = jax.tree_util.tree_map(lambda x: x[-1], batch)
+        new, actor_metrics = self.actor_step(new, last)
+        metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
+        metrics.update(actor_metrics)
+        finite = _all_finite(
+            (
+                critic_metrics["critic/loss"],
+                actor_metrics["actor/loss"],
+                metrics["temperature/loss"],
+            )
+        )
+        new = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, state)
+        metrics["update/nonfinite"] = 1.0 - finite.astype(jnp.float32)
+        return new, metrics
+
+    # -- acting -------------------------------------------------------------------------------
+    def _act_fn(
+        self, actor_params: Any, obs: jax.Array, key: jax.Array, deterministic: bool
+    ) -> jax.Array:
+        if deterministic:
+            mean, _ = self.actor.apply({"params": actor_params}, obs)
+            return jnp.tanh(mean)
+        return self.policy_fn(actor_params, obs, key)[0]
+
+    def act(
+        self, state: SACState, obs_flat: np.ndarray, key: jax.Array, deterministic: bool = False
+    ) -> np.ndarray:
+        """Actions in [-1, 1] for one flat observation (D,) or a batch (N, D)."""
+        obs = jnp.asarray(obs_flat, jnp.float32)
+        return np.asarray(self._act(state.actor_params, obs, key, deterministic=deterministic))
+
+    def make_policy(
+        self, params: Any, deterministic: bool
+    ) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        """The one inference function ``policy(obs_flat, key) -> action in [-1, 1]`` (jitted)."""
+        act = self._act
+
+        def policy(obs_flat: jax.Array, key: jax.Array) -> jax.Array:
+            return act(params, jnp.asarray(obs_flat, jnp.float32), key, deterministic=deterministic)
+
+        return policy

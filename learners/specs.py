@@ -1,0 +1,214 @@
+"""Observation and action specs: what a learner needs to know about an env, and nothing more.
+
+A learner is built from an :class:`ObsSpec` and an :class:`ActionSpec`, never from an env object.
+Both are plain frozen dataclasses that round-trip through JSON, so a checkpoint can rebuild the
+policy's input/output mapping without the env that trained it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+BOX_KEY = "obs"
+"""Key an :class:`ObsSpec` uses for an env whose observation space is a single Box."""
+
+
+def _is_image(space: gym.spaces.Box) -> bool:
+    return space.dtype == np.uint8 and len(space.shape) == 3
+
+
+@dataclass(frozen=True)
+class ObsSpec:
+    """Which observation keys a learner reads, their shapes, and how they are flattened."""
+
+    keys: tuple[str, ...]
+    """Observation keys in flattening order (``("obs",)`` for a plain Box space)."""
+    shapes: tuple[tuple[int, ...], ...]
+    """Shape of one observation per key (without leading batch dims)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", tuple(str(k) for k in self.keys))
+        object.__setattr__(self, "shapes", tuple(tuple(int(d) for d in s) for s in self.shapes))
+        if len(self.keys) != len(self.shapes):
+            raise ValueError(
+                f"ObsSpec: keys has {len(self.keys)} entries but shapes has {len(self.shapes)}; "
+                "give one shape per key"
+            )
+        if not self.keys:
+            raise ValueError("ObsSpec: keys is empty; the learner needs at least one state key")
+        if len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"ObsSpec: keys must be unique, got {self.keys}")
+
+    @property
+    def dim(self) -> int:
+        """Length of the flat observation vector."""
+        return sum(math.prod(s) for s in self.shapes)
+
+    @classmethod
+    def from_space(cls, space: gym.Space) -> ObsSpec:
+        """Spec of a Box or Dict-of-Box space; uint8 HxWx3 image keys of a Dict are skipped.
+
+        Raises:
+            TypeError: for any other space (Discrete, Tuple, nested Dict, an image-only Box...).
+        """
+        if isinstance(space, gym.spaces.Box):
+            if _is_image(space):
+                raise TypeError(
+                    f"ObsSpec: got an image Box observation space {space}; state learners need "
+                    "a float Box or a Dict of Boxes with at least one non-image key"
+                )
+            return cls(keys=(BOX_KEY,), shapes=(tuple(space.shape),))
+        if isinstance(space, gym.spaces.Dict):
+            keys, shapes = [], []
+            for key, sub in space.spaces.items():
+                if not isinstance(sub, gym.spaces.Box):
+                    raise TypeError(
+                        f"ObsSpec: observation key {key!r} is {sub}; supported are a Box or a "
+                        "Dict of Box spaces (uint8 HxWx3 image keys are skipped)"
+                    )
+                if _is_image(sub):
+                    continue
+                keys.append(key)
+                shapes.append(tuple(sub.shape))
+            if not keys:
+                raise TypeError(
+                    f"ObsSpec: Dict observation space {space} has no non-image Box keys; state "
+                    "learners need at least one"
+                )
+            return cls(keys=tuple(keys), shapes=tuple(shapes))
+        raise TypeError(
+            f"ObsSpec: unsupported observation space {space}; supported are a Box or a Dict of "
+            "Box spaces (uint8 HxWx3 image keys are skipped)"
+        )
+
+    def flatten(self, obs: Mapping[str, Any] | np.ndarray) -> np.ndarray:
+        """Concatenate one observation (or a batch with leading dims) into float32 (..., dim)."""
+        if not isinstance(obs, Mapping):
+            arr = np.asarray(obs, dtype=np.float32)
+            if (
+                len(self.keys) == 1
+                and arr.shape[arr.ndim - len(self.shapes[0]) :] == self.shapes[0]
+            ):
+                lead = arr.shape[: arr.ndim - len(self.shapes[0])]
+                return arr.reshape((*lead, self.dim))
+            if arr.ndim >= 1 and arr.shape[-1] == self.dim:
+                return arr
+            raise ValueError(
+                f"ObsSpec.flatten: array of shape {arr.shape} does not match spec {self.keys} "
+                f"{self.shapes}; pass a dict of observations or a flat (..., {self.dim}) array"
+            )
+        if len(self.keys) == 1 and self.keys[0] == BOX_KEY and BOX_KEY not in obs:
+            raise ValueError(f"ObsSpec.flatten: missing key {BOX_KEY!r} in {sorted(obs)}")
+        parts, lead = [], None
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            if key not in obs:
+                raise ValueError(
+                    f"ObsSpec.flatten: observation has no key {key!r}; it has {sorted(obs)}"
+                )
+            arr = np.asarray(obs[key], dtype=np.float32)
+            if arr.shape[arr.ndim - len(shape) :] != shape or arr.ndim < len(shape):
+                raise ValueError(
+                    f"ObsSpec.flatten: key {key!r} has shape {arr.shape}, expected (..., *{shape})"
+                )
+            this_lead = arr.shape[: arr.ndim - len(shape)]
+            if lead is None:
+                lead = this_lead
+            elif this_lead != lead:
+                raise ValueError(f"ObsSpec.flatten: leading dims differ across keys at {key!r}")
+            parts.append(arr.reshape((*this_lead, -1)))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible dict (see :meth:`from_json`)."""
+        return {"keys": list(self.keys), "shapes": [list(s) for s in self.shapes]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> ObsSpec:
+        """Inverse of :meth:`to_json`; also accepts the JSON text."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        return cls(keys=tuple(data["keys"]), shapes=tuple(tuple(s) for s in data["shapes"]))
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """Bounds of a continuous action space; policies act in [-1, 1] and are rescaled to them."""
+
+    low: tuple[float, ...]
+    """Lower bound per action dimension, in env units."""
+    high: tuple[float, ...]
+    """Upper bound per action dimension, in env units."""
+
+    def __post_init__(self) -> None:
+        low = tuple(float(x) for x in self.low)
+        high = tuple(float(x) for x in self.high)
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
+        if len(low) != len(high) or not low:
+            raise ValueError(
+                f"ActionSpec: low and high need the same non-zero length, got {len(low)} and "
+                f"{len(high)}"
+            )
+        if not all(math.isfinite(x) for x in low + high):
+            raise ValueError(
+                "ActionSpec: action bounds must be finite (SAC squashes actions with tanh); "
+                f"got low={low}, high={high}. Wrap the env with a RescaleAction/ClipAction"
+            )
+        if any(h <= lo for lo, h in zip(low, high, strict=True)):
+            raise ValueError(f"ActionSpec: need high > low everywhere, got {low} / {high}")
+
+    @property
+    def dim(self) -> int:
+        """Number of action dimensions."""
+        return len(self.low)
+
+    @classmethod
+    def from_space(cls, space: gym.Space) -> ActionSpec:
+        """Spec of a 1-D Box action space.
+
+        Raises:
+            TypeError: for a non-Box (e.g. Discrete) or multi-dimensional Box space.
+        """
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(
+                f"SAC needs a continuous Box action space; got {space}. Use a discrete-action "
+                "algorithm or wrap the env so that its action space is a 1-D Box"
+            )
+        if len(space.shape) != 1:
+            raise TypeError(
+                f"ActionSpec: the action Box must be 1-D, got shape {space.shape}; flatten it "
+                "with gymnasium.wrappers.FlattenObservation-style action wrapping"
+            )
+        return cls(low=tuple(space.low.tolist()), high=tuple(space.high.tolist()))
+
+    def to_env(self, action: np.ndarray) -> np.ndarray:
+        """Map a normalised action in [-1, 1] (clipped) to env units (float32)."""
+        low = np.asarray(self.low, dtype=np.float32)
+        high = np.asarray(self.high, dtype=np.float32)
+        a = np.clip(np.asarray(action, dtype=np.float32), -1.0, 1.0)
+        return (low + (a + 1.0) * 0.5 * (high - low)).astype(np.float32)
+
+    def from_env(self, action: np.ndarray) -> np.ndarray:
+        """Map an action in env units to [-1, 1] (clipped), inverse of :meth:`to_env`."""
+        low = np.asarray(self.low, dtype=np.float32)
+        high = np.asarray(self.high, dtype=np.float32)
+        a = (np.asarray(action, dtype=np.float32) - low) / (high - low) * 2.0 - 1.0
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible dict (see :meth:`from_json`)."""
+        return {"low": list(self.low), "high": list(self.high)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> ActionSpec:
+        """Inverse of :meth:`to_json`; also accepts the JSON text."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        return cls(low=tuple(data["low"]), high=tuple(data["high"]))
