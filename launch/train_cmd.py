@@ -186,12 +186,12 @@ def resolve(config: TrainConfig) -> ResolvedConfig:
     sac_fields = ("utd", "num_critics", "hidden_dims", "batch_size", "n_step", "gamma",
                   "backup_entropy", "demo_ratio")  # fmt: skip
     given = {k: getattr(config, k) for k in sac_fields if getattr(config, k) is not None}
+    if "num_critics" in given:  # a single critic means a subset of one
+        given["critic_subset"] = min(given["num_critics"], SACConfig.critic_subset)
     if config.sac_preset is not None:
         sac = getattr(SACConfig, config.sac_preset)(**given)
     else:
         sac = SACConfig(**{**preset.sac, **given})
-    if "num_critics" in given and sac.critic_subset > sac.num_critics:
-        sac = dataclasses.replace(sac, critic_subset=sac.num_critics)
 
     def pick(name: str) -> Any:
         value = getattr(config, name)
@@ -507,8 +507,11 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
         run_root, ckpt = path, path / "checkpoints" / which
     else:
         run_root, ckpt = path.parent.parent, path
-    if not ckpt.is_dir():
-        raise ValueError(f"{path}: no checkpoint at {ckpt}; pass a run folder or a checkpoint")
+    if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
+        raise ValueError(
+            f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "
+            "or a checkpoint folder"
+        )
     run_config = run_root / "config.json"
     config = json.loads(run_config.read_text()) if run_config.is_file() else None
     if config is not None and "task" not in config:
