@@ -1,1 +1,77 @@
-"""handrail.sim."""
+"""handrail.sim: MuJoCo arm tasks as Gymnasium envs, and their scripted experts.
+
+>>> from handrail import sim
+>>> env = sim.make("reach", episode_steps=50)
+>>> expert = sim.make_expert("reach", env)
+
+Envs are also registered with Gymnasium as ``handrail/<task>-v0`` when this package is imported.
+Task modules live in ``sim/tasks/`` and are found automatically (see :mod:`handrail.sim.base`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium
+import numpy as np
+
+TASKS: tuple[str, ...] = ("reach", "pick_cube", "peg_insert", "push")
+
+__all__ = ["TASKS", "Expert", "available_tasks", "make", "make_expert"]
+
+
+class Expert(Protocol):
+    """A scripted policy over the env's action space that reads only the observation."""
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new episode."""
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """float32 action in [-1, 1]."""
+
+
+def _spec(task: str) -> Any:
+    from handrail.sim.tasks import discover
+
+    found = discover()
+    if task not in found:
+        known = sorted(set(TASKS) | set(found))
+        if task in TASKS:
+            raise ValueError(f"task {task!r} is not implemented yet; available: {sorted(found)}")
+        raise ValueError(f"unknown task {task!r}; valid tasks: {known}")
+    return found[task]
+
+
+def available_tasks() -> tuple[str, ...]:
+    """Names of the tasks whose modules exist, in TASKS order first."""
+    from handrail.sim.tasks import discover
+
+    found = discover()
+    return tuple([t for t in TASKS if t in found] + sorted(set(found) - set(TASKS)))
+
+
+def make(task: str, *, render_mode: str | None = None, **overrides: Any) -> gymnasium.Env:
+    """Build a task env; ``overrides`` replace fields of the task's config dataclass.
+
+    Raises:
+        ValueError: unknown task or config field (the message lists the valid names).
+    """
+    spec = _spec(task)
+    return spec.env_cls(spec.make_config(**overrides), render_mode=render_mode)
+
+
+def make_expert(task: str, env: gymnasium.Env | None = None) -> Expert:
+    """The task's scripted expert, for ``env``'s config (default config when env is None)."""
+    spec = _spec(task)
+    config = env.unwrapped.config if env is not None else spec.config_cls()
+    return spec.expert_cls(config)
+
+
+def _register() -> None:
+    for task in TASKS:
+        env_id = f"handrail/{task}-v0"
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="handrail.sim:make", kwargs={"task": task})
+
+
+_register()

@@ -1,0 +1,349 @@
+"""The base Gymnasium env every handrail arm task builds on.
+
+One control step (``control_dt_s``, 10 Hz by default) runs::
+
+    action --decode_action--> base-frame EeCommand
+           --> target = previous target + delta (rotation: rotvec_to_quat(delta) * quat)
+           --> SafetyFilter (workspace box, step and orientation limits)
+           --> OperationalSpaceController for ``substeps`` physics steps; gripper position command
+
+Writing a task (one file in ``sim/tasks/``, discovered automatically)
+--------------------------------------------------------------------
+1. A frozen config dataclass subclassing :class:`SimConfig`; give every new field a unit in its
+   name and a docstring, and validate it in ``__post_init__`` (call ``super().__post_init__()``).
+2. An env subclassing :class:`ArmEnv`, with ``config_cls`` set, overriding:
+
+   - ``scene_fragments()``: MJCF strings for :func:`handrail.sim.arm.build_mjcf` (keys
+     ``worldbody``, ``asset``, ``contact``, ``sensor``): your bodies, sites and materials.
+     Free joints of your objects follow the arm's 9 qpos entries.
+   - ``task_spaces()``: ``{"object": Box(...), "goal": Box(...)}``, float32 Boxes.
+   - ``reset_task(rng)``: place objects / goals using only ``rng`` (the env's seeded
+     ``np_random``); the arm is already at its (noisy) home pose, kinematics not yet computed.
+   - ``task_obs()``: arrays matching ``task_spaces()``, read from ``self.data``.
+   - ``is_success()``: bool; ``dense_reward()``: shaped reward (used when ``reward="dense"``).
+3. A scripted expert: ``reset(seed=None)`` and ``__call__(obs) -> float32 action in [-1, 1]``,
+   constructed as ``Expert(config)``, using only the observation. Build actions with
+   :func:`expert_action` so they go through the same ``encode_action`` as teleop.
+4. ``TASK = TaskSpec(name, ConfigCls, EnvCls, ExpertCls)`` at module level.
+
+Observations are a Dict: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), the task's keys, and uint8
+``H x W x 3`` images for each name in ``config.cameras``. Reward is 1.0 on success (sparse) or the
+task's dense reward; ``info["success"]`` is set on every step. Success terminates the episode when
+``terminate_on_success`` (default, as in HIL-SERL); the time limit is reported as truncation.
+Observations are read after the last physics step's kinematics pass, i.e. they lag the physics
+by one step (2 ms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import gymnasium
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from handrail.control.safety import SafetyFilter, SafetyLimits
+from handrail.control.spaces import ActionConfig, EeCommand, decode_action, encode_action
+from handrail.control.transforms import quat_mul, rotvec_to_quat
+from handrail.sim import arm
+from handrail.sim.controller import ControllerConfig, OperationalSpaceController
+
+PROPRIO_LAYOUT: tuple[tuple[str, int], ...] = (
+    ("ee_pos_m", 3),
+    ("ee_quat_wxyz", 4),
+    ("ee_linvel_m_s", 3),
+    ("ee_angvel_rad_s", 3),
+    ("gripper_opening_m", 1),
+)
+PROPRIO_DIM = sum(size for _, size in PROPRIO_LAYOUT)
+PROPRIO_SLICES: dict[str, slice] = {}
+_start = 0
+for _name, _size in PROPRIO_LAYOUT:
+    PROPRIO_SLICES[_name] = slice(_start, _start + _size)
+    _start += _size
+
+
+def default_safety() -> SafetyLimits:
+    """Workspace and step limits of the simulated arm (table top at z = 0)."""
+    return SafetyLimits(
+        workspace_low_m=(0.25, -0.35, 0.015),
+        workspace_high_m=(0.75, 0.35, 0.6),
+        max_step_m=0.05,
+        max_rot_step_rad=0.3,
+        max_tilt_rad=0.6,
+        max_yaw_rad=np.pi,
+    )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Settings shared by every simulated arm task."""
+
+    control_dt_s: float = 0.1
+    """Control period (s): one env step."""
+    physics_dt_s: float = 0.002
+    """Physics time step (s); control_dt_s must be a whole multiple of it."""
+    episode_steps: int = 100
+    """Time limit in env steps; reaching it ends the episode with truncated=True."""
+    action: ActionConfig = field(default_factory=ActionConfig)
+    """Layout and scale of the end-effector delta action."""
+    safety: SafetyLimits = field(default_factory=default_safety)
+    """Workspace box, step and orientation limits applied to every target."""
+    image_size: int = 84
+    """Height and width (px) of camera observations."""
+    cameras: tuple[str, ...] = ()
+    """Cameras rendered into the observation: any of "front", "wrist" (default: none)."""
+    reward: Literal["sparse", "dense"] = "sparse"
+    """sparse: 1.0 on success else 0.0; dense: the task's shaped reward."""
+    terminate_on_success: bool = True
+    """End the episode (terminated=True) on the first successful step."""
+    home_noise_rad: float = 0.02
+    """Uniform noise added to each arm joint of the home pose at reset (rad)."""
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    """Gains of the operational-space controller."""
+    render_size_px: tuple[int, int] = (240, 320)
+    """(height, width) of frames from render()."""
+
+    def __post_init__(self) -> None:
+        if not (self.physics_dt_s > 0 and self.control_dt_s > 0):
+            raise ValueError("control_dt_s and physics_dt_s must be > 0")
+        ratio = self.control_dt_s / self.physics_dt_s
+        if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
+            raise ValueError(
+                f"control_dt_s ({self.control_dt_s}) must be a whole multiple of physics_dt_s "
+                f"({self.physics_dt_s}); got ratio {ratio:.4g}. Set control_dt_s to e.g. "
+                f"{max(1, round(ratio)) * self.physics_dt_s:.4g}."
+            )
+        if self.episode_steps < 1:
+            raise ValueError(f"episode_steps must be >= 1, got {self.episode_steps}")
+        if self.image_size < 1:
+            raise ValueError(f"image_size must be a positive pixel count, got {self.image_size}")
+        if min(self.render_size_px) < 1 or len(self.render_size_px) != 2:
+            raise ValueError(f"render_size_px must be (height, width) > 0: {self.render_size_px}")
+        bad = [c for c in self.cameras if c not in arm.CAMERAS]
+        if bad or len(set(self.cameras)) != len(self.cameras):
+            raise ValueError(
+                f"cameras must be distinct names from {arm.CAMERAS}; got {self.cameras}"
+            )
+        if self.reward not in ("sparse", "dense"):
+            raise ValueError(f'reward must be "sparse" or "dense", got {self.reward!r}')
+        if self.home_noise_rad < 0:
+            raise ValueError(f"home_noise_rad must be >= 0, got {self.home_noise_rad}")
+
+    @property
+    def substeps(self) -> int:
+        """Physics steps per control step."""
+        return round(self.control_dt_s / self.physics_dt_s)
+
+
+class ArmEnv(gymnasium.Env):
+    """Panda-like arm with an end-effector delta action; subclass it for a task (see module doc).
+
+    Args:
+        config: the task's config (default: ``config_cls()``).
+        render_mode: None or "rgb_array".
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    config_cls: ClassVar[type[SimConfig]] = SimConfig
+
+    def __init__(self, config: SimConfig | None = None, render_mode: str | None = None) -> None:
+        config = self.config_cls() if config is None else config
+        if not isinstance(config, self.config_cls):
+            raise TypeError(f"config must be a {self.config_cls.__name__}, got {type(config)}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f'render_mode must be None or "rgb_array", got {render_mode!r}')
+        self.config = config
+        self.render_mode = render_mode
+        self.control_dt_s = config.control_dt_s
+        self.metadata = {**self.metadata, "render_fps": round(1.0 / config.control_dt_s)}
+        xml = arm.build_mjcf(**self.scene_fragments(), timestep_s=config.physics_dt_s)
+        self.model = mujoco.MjModel.from_xml_string(xml)
+        self.data = mujoco.MjData(self.model)
+        self.controller = OperationalSpaceController(
+            self.model, self.data, arm.TCP_SITE, arm.HOME_QPOS_RAD, config.controller
+        )
+        self.safety = SafetyFilter(config.safety)
+        self._tcp = self.model.site(arm.TCP_SITE).id
+        self._fingers = np.array([self.model.actuator(j).id for j in arm.FINGER_JOINTS])
+        self._finger_qpos = np.array([self.model.joint(j).qposadr[0] for j in arm.FINGER_JOINTS])
+        size = config.image_size
+        obs_spaces: dict[str, spaces.Space] = {
+            "proprio": spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32),
+            **self.task_spaces(),
+        }
+        for cam in config.cameras:
+            obs_spaces[cam] = spaces.Box(0, 255, (size, size, 3), np.uint8)
+        self.observation_space = spaces.Dict(obs_spaces)
+        self.action_space = spaces.Box(-1.0, 1.0, (config.action.dim,), np.float32)
+        self._renderer: mujoco.Renderer | None = None
+        self._frame_renderer: mujoco.Renderer | None = None
+        self._vel = np.zeros(6)
+        self._target_pos = np.zeros(3)
+        self._target_quat = np.array([0.0, 1.0, 0.0, 0.0])
+        self._steps = 0
+
+    # ----- task hooks -------------------------------------------------------------------------
+    def scene_fragments(self) -> dict[str, str]:
+        """MJCF fragments for :func:`handrail.sim.arm.build_mjcf` (task bodies)."""
+        return {}
+
+    def task_spaces(self) -> dict[str, spaces.Box]:
+        """Observation spaces of the task's keys (float32 Boxes)."""
+        return {}
+
+    def reset_task(self, rng: np.random.Generator) -> None:
+        """Randomise objects and goals using only ``rng``."""
+
+    def task_obs(self) -> dict[str, np.ndarray]:
+        """The task's observation arrays."""
+        return {}
+
+    def is_success(self) -> bool:
+        """Whether the current state solves the task."""
+        return False
+
+    def dense_reward(self) -> float:
+        """Shaped reward used when ``config.reward == "dense"``."""
+        return float(self.is_success())
+
+    # ----- state helpers ----------------------------------------------------------------------
+    @property
+    def ee_pos(self) -> np.ndarray:
+        """Tool centre point position (m, world = base frame)."""
+        return self.data.site_xpos[self._tcp].copy()
+
+    @property
+    def ee_quat(self) -> np.ndarray:
+        """Tool orientation (w, x, y, z), sign chosen near the nominal gripper-down (0, 1, 0, 0)."""
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self._tcp])
+        return -quat if quat[1] < 0 else quat
+
+    @property
+    def gripper_opening_m(self) -> float:
+        """Distance between the fingers (m)."""
+        return float(self.data.qpos[self._finger_qpos].sum())
+
+    def _proprio(self) -> np.ndarray:
+        mujoco.mj_objectVelocity(
+            self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, self._vel, 0
+        )
+        return np.concatenate(
+            [self.ee_pos, self.ee_quat, self._vel[3:], self._vel[:3], [self.gripper_opening_m]]
+        ).astype(np.float32)
+
+    def _get_obs(self) -> dict[str, np.ndarray]:
+        obs = {"proprio": self._proprio()}
+        obs.update({k: np.asarray(v, dtype=np.float32) for k, v in self.task_obs().items()})
+        if self.config.cameras:
+            if self._renderer is None:
+                size = self.config.image_size
+                self._renderer = mujoco.Renderer(self.model, size, size)
+            for cam in self.config.cameras:
+                self._renderer.update_scene(self.data, camera=cam)
+                obs[cam] = self._renderer.render()
+        return obs
+
+    # ----- Gymnasium API ----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset the arm near home, the gripper open, and the task's objects at random."""
+        super().reset(seed=seed)
+        m, d, rng = self.model, self.data, self.np_random
+        mujoco.mj_resetData(m, d)
+        noise = self.config.home_noise_rad
+        d.qpos[:7] = np.asarray(arm.HOME_QPOS_RAD) + rng.uniform(-noise, noise, 7)
+        d.qpos[self._finger_qpos] = arm.FINGER_MAX_M
+        d.ctrl[self._fingers] = arm.FINGER_MAX_M
+        self.reset_task(rng)
+        mujoco.mj_forward(m, d)
+        self.controller.reset()
+        self._target_pos, self._target_quat = self.ee_pos, self.ee_quat
+        self.controller.set_target(self._target_pos, self._target_quat)
+        self._steps = 0
+        return self._get_obs(), {"success": self.is_success()}
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Apply one end-effector delta action for ``control_dt_s``."""
+        cfg = self.config
+        pos, quat = self.ee_pos, self.ee_quat
+        cmd = decode_action(action, cfg.action, quat)
+        target_pos = self._target_pos + cmd.delta_pos_m
+        target_quat = quat_mul(rotvec_to_quat(cmd.delta_rotvec_rad), self._target_quat)
+        target_pos, target_quat, report = self.safety.filter(pos, quat, target_pos, target_quat)
+        self._target_pos, self._target_quat = target_pos, target_quat
+        self.controller.set_target(target_pos, target_quat)
+        if cfg.action.gripper:
+            self.data.ctrl[self._fingers] = arm.finger_target_m(cmd.gripper)
+        self.controller.step(cfg.substeps)
+        self._steps += 1
+        success = self.is_success()
+        reward = float(success) if cfg.reward == "sparse" else float(self.dense_reward())
+        terminated = bool(success and cfg.terminate_on_success)
+        truncated = self._steps >= cfg.episode_steps
+        info = {"success": success, "is_success": success, "safety": report.as_dict()}
+        return self._get_obs(), reward, terminated, truncated, info
+
+    def render(self) -> np.ndarray | None:
+        """An RGB frame from the "front" camera when ``render_mode == "rgb_array"``."""
+        if self.render_mode != "rgb_array":
+            return None
+        if self._frame_renderer is None:
+            height, width = self.config.render_size_px
+            self._frame_renderer = mujoco.Renderer(self.model, height, width)
+        self._frame_renderer.update_scene(self.data, camera="front")
+        return self._frame_renderer.render()
+
+    def close(self) -> None:
+        """Free the renderers' GL resources."""
+        for name in ("_renderer", "_frame_renderer"):
+            renderer = getattr(self, name, None)
+            if renderer is not None:
+                renderer.close()
+                setattr(self, name, None)
+
+
+def expert_action(
+    config: SimConfig,
+    ee_quat: np.ndarray,
+    delta_pos_m: np.ndarray,
+    delta_rotvec_rad: np.ndarray | None = None,
+    gripper: float = -1.0,
+) -> np.ndarray:
+    """Encode a base-frame increment as a normalised action of ``config.action``."""
+    rot = np.zeros(3) if delta_rotvec_rad is None else np.asarray(delta_rotvec_rad, float)
+    cmd = EeCommand(
+        delta_pos_m=np.asarray(delta_pos_m, float), delta_rotvec_rad=rot, gripper=gripper
+    )
+    return encode_action(cmd, config.action, ee_quat)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a task module exports as ``TASK`` so that ``handrail.sim`` can find it."""
+
+    name: str
+    """Task name, e.g. "reach"; the gymnasium id is handrail/<name>-v0."""
+    config_cls: type[SimConfig]
+    """The task's frozen config dataclass."""
+    env_cls: type[ArmEnv]
+    """The env class, constructed as env_cls(config, render_mode=...)."""
+    expert_cls: type
+    """The scripted expert, constructed as expert_cls(config)."""
+
+    def make_config(self, **overrides: Any) -> SimConfig:
+        """The task's config with some fields replaced; unknown names raise ValueError."""
+        names = [f.name for f in dataclasses.fields(self.config_cls)]
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise ValueError(
+                f"unknown config field(s) {unknown} for task {self.name!r}; valid: {names}"
+            )
+        return self.config_cls(**overrides)

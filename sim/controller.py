@@ -1,0 +1,190 @@
+"""Operational-space (task-space impedance) controller run at the physics rate.
+
+The law is the Cartesian impedance controller of Khatib (1987), as Franka's example
+controllers run it::
+
+    F   = Lambda(q) kp (e - J qd * 2 zeta / sqrt(kp))     task-space wrench, e = pose error (6)
+    tau = J^T F + P_null (kn (q_home - q) - dn qd) + c(q, qd) + g(q)
+
+with ``Lambda = (J M^-1 J^T)^-1``, the null-space projector ``P_null = I - J^+ J`` (here the
+single null direction ``v`` of the 7-dof arm, ``P_null = v v^T``) that pulls the elbow towards
+home without moving the end effector, gravity ``g`` compensated exactly at every step (MuJoCo
+``gravcomp`` routed through the actuators) and Coriolis ``c`` from ``qfrc_bias``. Joint torques
+are clamped to the Panda's limits by the joints' ``actuatorfrcrange``, like a drive would.
+
+How it runs fast: the law is linear in ``(q, qd)`` once ``J``, ``Lambda`` and ``v`` are fixed.
+Factor ``J^T Lambda J = W^T W`` (``W = C^-1 J`` with ``C C^T = Lambda^-1``); then the task term is
+six springs ``kp (r - W q) - kd W qd`` acting along the rows of ``W``, and the null term one more
+along ``v``. Those seven are MuJoCo position actuators on fixed tendons whose coefficients are
+``W`` and ``v``, so MuJoCo evaluates the law in C at every physics step. Every
+``refresh_substeps`` steps Python recomputes ``J``, ``Lambda``, ``v``, the pose error and the
+Coriolis feed-forward, writes the tendon coefficients and the spring set-points ``r``, and lets
+MuJoCo run the next block with one ``mj_step(nstep=...)`` call. Between refreshes the pose error
+is linearised (``e ~ e0 - J (q - q0)``), which is exact to second order in the motion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Gains of the operational-space controller."""
+
+    stiffness_1_s2: float = 600.0
+    """Task-space stiffness per unit task-space inertia (1/s^2), translation and rotation alike;
+    its square root is the closed-loop natural frequency (rad/s)."""
+    damping_ratio: float = 1.0
+    """Task-space damping ratio (1 = critically damped)."""
+    null_stiffness_nm_rad: float = 10.0
+    """Joint stiffness of the null-space pull towards the home pose (N m/rad)."""
+    null_damping_nm_s_rad: float = 2.0
+    """Joint damping of the null-space motion (N m s/rad)."""
+    refresh_substeps: int = 25
+    """Recompute Jacobian, inertia, null direction and error every this many physics steps."""
+    singular_eps: float = 1e-4
+    """Regulariser added to J M^-1 J^T before inverting, keeps Lambda finite near singularities."""
+
+    def __post_init__(self) -> None:
+        for name in ("stiffness_1_s2", "damping_ratio"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ControllerConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.null_stiffness_nm_rad < 0 or self.null_damping_nm_s_rad < 0:
+            raise ValueError("ControllerConfig null-space gains must be >= 0")
+        if self.refresh_substeps < 1:
+            raise ValueError(
+                f"ControllerConfig.refresh_substeps must be >= 1, got {self.refresh_substeps}"
+            )
+
+
+def _rotvec_error(target_quat: np.ndarray, quat: np.ndarray, out: np.ndarray) -> None:
+    """World-frame rotation vector taking ``quat`` to ``target_quat`` (shortest way)."""
+    conj = np.array([quat[0], -quat[1], -quat[2], -quat[3]])
+    err = np.empty(4)
+    mujoco.mju_mulQuat(err, target_quat, conj)
+    if err[0] < 0:
+        err *= -1.0
+    mujoco.mju_quat2Vel(out, err, 1.0)
+
+
+class OperationalSpaceController:
+    """Tracks an end-effector pose target with a task-space impedance law.
+
+    The model must come from :func:`handrail.sim.arm.build_mjcf` (its ``osc*`` tendons and
+    actuators carry the law). Use :meth:`step` to advance the physics.
+
+    Args:
+        model: the compiled model; the arm's joints must be its first seven dofs.
+        data: the data the controller reads and writes.
+        site: the end-effector site (tool centre point) whose pose is controlled.
+        home_qpos: joint positions the null-space term pulls towards (rad).
+        config: gains and refresh rate.
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        data: mujoco.MjData,
+        site: str,
+        home_qpos: Sequence[float],
+        config: ControllerConfig | None = None,
+    ) -> None:
+        self.model, self.data = model, data
+        self.config = cfg = config or ControllerConfig()
+        n = self._n = len(home_qpos)
+        if n != 7 or not np.array_equal(model.jnt_dofadr[:n], np.arange(n)):
+            raise ValueError("the arm's seven joints must be the model's first dofs")
+        self._site = model.site(site).id
+        self._home = np.asarray(home_qpos, dtype=np.float64)
+        self._motors = np.array([model.actuator(f"tau{i + 1}").id for i in range(n)])
+        osc = np.array([model.actuator(f"osc{i}").id for i in range(n)])
+        self._osc0 = int(osc[0])
+        if not np.array_equal(osc, np.arange(self._osc0, self._osc0 + n)):
+            raise ValueError("the osc actuators must be consecutive")
+        adr = model.tendon_adr[model.tendon("osc0").id]
+        self._wrap = model.wrap_prm[adr : adr + n * n].reshape(n, n)  # view: rows = tendons
+        kd = 2.0 * cfg.damping_ratio * np.sqrt(cfg.stiffness_1_s2)
+        gains = np.array([cfg.stiffness_1_s2] * 6 + [cfg.null_stiffness_nm_rad])
+        damps = np.array([kd] * 6 + [cfg.null_damping_nm_s_rad])
+        model.actuator_gainprm[osc, 0] = gains
+        model.actuator_biasprm[osc, 1] = -gains
+        model.actuator_biasprm[osc, 2] = -damps
+        self._jac = np.zeros((6, model.nv))
+        self._minv_jt = np.zeros((6, model.nv))
+        self._rhs = np.zeros((6, n + 1))
+        self._quat = np.zeros(4)
+        self._rot = np.zeros(3)
+        self._null = np.zeros(n)
+        self._null_sys = np.zeros((n, n))
+        self._unit = np.zeros(n)
+        self._unit[-1] = 1.0
+        self._eps = cfg.singular_eps * np.eye(6)
+        self.target_pos = np.zeros(3)
+        self.target_quat = np.array([1.0, 0.0, 0.0, 0.0])
+
+    def set_target(self, pos_m: np.ndarray, quat: np.ndarray) -> None:
+        """Set the end-effector target (world frame position in m, quaternion w, x, y, z)."""
+        self.target_pos[:] = pos_m
+        self.target_quat[:] = quat / np.linalg.norm(quat)
+
+    def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """End-effector position (m) and quaternion (w, x, y, z) from the last kinematics pass."""
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self._site])
+        return self.data.site_xpos[self._site].copy(), quat
+
+    def reset(self) -> None:
+        """Forget the null direction (call after teleporting the arm, e.g. on env reset)."""
+        self._null[:] = 0.0
+
+    def _null_direction(self, jac: np.ndarray) -> np.ndarray:
+        if not self._null.any():
+            self._null[:] = np.linalg.svd(jac)[2][-1]
+        # The null vector v solves [J; v_prev^T] v = [0; 1]: one small solve instead of an SVD.
+        self._null_sys[:6] = jac
+        self._null_sys[6] = self._null
+        null = np.linalg.solve(self._null_sys, self._unit)
+        self._null[:] = null / np.linalg.norm(null)
+        return self._null
+
+    def refresh(self) -> None:
+        """Recompute the linearised law at the current state (kinematics must be current)."""
+        m, d, n = self.model, self.data, self._n
+        mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
+        mujoco.mj_solveM(m, d, self._minv_jt, self._jac)
+        jac = self._jac[:, :n]
+        chol = np.linalg.cholesky(self._jac @ self._minv_jt.T + self._eps)  # C C^T = Lambda^-1
+        self._rhs[:, :n] = jac
+        self._rhs[:3, n] = self.target_pos - d.site_xpos[self._site]
+        mujoco.mju_mat2Quat(self._quat, d.site_xmat[self._site])
+        _rotvec_error(self.target_quat, self._quat, self._rot)
+        self._rhs[3:, n] = self._rot
+        sol = np.linalg.solve(chol, self._rhs)  # [W | C^-1 e0]
+        w = sol[:, :n]
+        null = self._null_direction(jac)
+        self._wrap[:6] = w
+        self._wrap[6] = null
+        q = d.qpos[:n]
+        ctrl = d.ctrl
+        ctrl[self._osc0 : self._osc0 + 6] = sol[:, n] + w @ q
+        ctrl[self._osc0 + 6] = null @ self._home
+        # Coriolis/centrifugal feed-forward; gravity is compensated by MuJoCo itself.
+        ctrl[self._motors] = d.qfrc_bias[:n] - d.qfrc_gravcomp[:n]
+
+    def step(self, substeps: int) -> None:
+        """Advance the physics ``substeps`` steps, refreshing the law every few steps."""
+        m, d, k = self.model, self.data, self.config.refresh_substeps
+        done = 0
+        while done < substeps:
+            block = min(k, substeps - done)
+            mujoco.mj_step1(m, d)  # kinematics, inertia and bias at the current state
+            self.refresh()
+            mujoco.mj_step2(m, d)
+            if block > 1:
+                mujoco.mj_step(m, d, nstep=block - 1)
+            done += block
