@@ -1,0 +1,146 @@
+"""Store summary, validation, filter and merge on small synthetic stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handrail.demos import FieldMismatchError, FieldSpec, create_store, open_store
+from handrail.demos.ops import (
+    Episode,
+    filter_store,
+    format_summary,
+    merge_stores,
+    summarize,
+    validate_store,
+)
+
+FIELDS = [FieldSpec("proprio", "float32", (4,), "m"), FieldSpec("goal", "float64", (3,))]
+
+
+def make_store(path: Path, lengths: list[int], *, seed: int = 0, fields=FIELDS) -> list[Episode]:
+    """Writes episodes of the given lengths; odd ones successful, every third with a human step."""
+    rng = np.random.default_rng(seed)
+    episodes = []
+    with create_store(
+        path,
+        kind="demo",
+        obs_fields=fields,
+        action_dim=2,
+        control_dt_s=0.05,
+        task="reach",
+        durable=False,
+    ) as w:
+        for i, steps in enumerate(lengths):
+            w.begin_episode(seed=100 + i)
+            obs = {f.name: rng.normal(size=(steps + 1, *f.shape)).astype(f.dtype) for f in fields}
+            act = rng.uniform(-1, 1, (steps, 2)).astype(np.float32)
+            interv = np.zeros(steps, np.int8)
+            if i % 3 == 0:
+                interv[0] = 1
+            for t in range(steps):
+                w.add_step(
+                    obs={k: v[t] for k, v in obs.items()},
+                    action=act[t],
+                    intervention=int(interv[t]),
+                    reward=float(t),
+                    terminated=False,
+                    truncated=t == steps - 1,
+                    timestamp=1000.0 + t,
+                )
+            w.end_episode(final_obs={k: v[-1] for k, v in obs.items()}, success=i % 2 == 1)
+            episodes.append(
+                Episode(
+                    obs={k: v[:-1] for k, v in obs.items()},
+                    final_obs={k: v[-1] for k, v in obs.items()},
+                    action=act,
+                    reward=np.arange(steps, dtype=np.float32),
+                    terminated=np.zeros(steps, bool),
+                    truncated=np.arange(steps) == steps - 1,
+                    intervention=interv,
+                    success=i % 2 == 1,
+                    seed=100 + i,
+                )
+            )
+    return episodes
+
+
+def test_summary_counts_episodes_steps_success_and_interventions(tmp_path: Path) -> None:
+    make_store(tmp_path / "s", [3, 1, 5, 2])
+    s = summarize(tmp_path / "s")
+    assert (s.num_episodes, s.num_steps, s.num_successful) == (4, 11, 2)
+    assert s.num_intervened_steps == 2  # episodes 0 and 3
+    assert s.success_rate == 0.5
+    assert s.size_bytes > 0
+    table = format_summary(s)
+    for text in ("episodes", "11", "50.0%", "proprio", "float64", "size on disk"):
+        assert text in table
+
+
+def test_validate_passes_a_clean_store(tmp_path: Path) -> None:
+    make_store(tmp_path / "s", [2, 3])
+    assert validate_store(tmp_path / "s") == []
+
+
+def _damage_one_chunk(root: Path, array: str) -> Path:
+    chunks = sorted(p for p in (root / array).rglob("*") if p.is_file() and p.name != "zarr.json")
+    assert chunks, f"no chunk files under {array}"
+    raw = bytearray(chunks[0].read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    chunks[0].write_bytes(bytes(raw))
+    return chunks[0]
+
+
+def test_validate_reports_a_damaged_chunk(tmp_path: Path) -> None:
+    make_store(tmp_path / "s", [4, 4])
+    _damage_one_chunk(tmp_path / "s", "data/obs/proprio")
+    problems = validate_store(tmp_path / "s")
+    assert problems, "a flipped byte must be found"
+    assert any("episode 0" in p for p in problems)
+
+
+def test_validate_reports_a_path_that_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (problem,) = validate_store(tmp_path / "x")
+    assert "NotAStoreError" in problem
+
+
+def test_filter_keeps_selected_episodes_exactly(tmp_path: Path) -> None:
+    eps = make_store(tmp_path / "s", [3, 1, 5, 2])
+    assert filter_store(tmp_path / "s", tmp_path / "ok", successful_only=True) == 2
+    data = open_store(tmp_path / "ok").load()
+    np.testing.assert_array_equal(data.action, np.concatenate([eps[1].action, eps[3].action]))
+    assert [r.seed for r in data.records] == [101, 103]
+    assert all(r.success for r in data.records)
+    assert filter_store(tmp_path / "s", tmp_path / "iv", interventions_only=True) == 2
+    assert filter_store(tmp_path / "s", tmp_path / "ids", episodes=[2]) == 1
+    np.testing.assert_array_equal(
+        open_store(tmp_path / "ids").load().obs["goal"], eps[2].obs["goal"]
+    )
+
+
+def test_filter_rejects_unknown_episode_ids(tmp_path: Path) -> None:
+    make_store(tmp_path / "s", [2])
+    with pytest.raises(ValueError, match=r"\[5\]"):
+        filter_store(tmp_path / "s", tmp_path / "o", episodes=[5])
+
+
+def test_merge_concatenates_in_order_and_keeps_records(tmp_path: Path) -> None:
+    a = make_store(tmp_path / "a", [2, 3], seed=1)
+    b = make_store(tmp_path / "b", [4], seed=2)
+    assert merge_stores([tmp_path / "a", tmp_path / "b"], tmp_path / "m") == 3
+    data = open_store(tmp_path / "m").load()
+    want = np.concatenate([a[0].obs["proprio"], a[1].obs["proprio"], b[0].obs["proprio"]])
+    np.testing.assert_array_equal(data.obs["proprio"], want)
+    np.testing.assert_array_equal(data.final_obs["goal"][2], b[0].final_obs["goal"])
+    np.testing.assert_array_equal(data.intervention[:2], a[0].intervention)
+    assert validate_store(tmp_path / "m") == []
+
+
+def test_merge_with_different_fields_is_a_clear_error(tmp_path: Path) -> None:
+    make_store(tmp_path / "a", [2])
+    make_store(tmp_path / "b", [2], fields=[FieldSpec("proprio", "float32", (5,), "m")])
+    with pytest.raises(FieldMismatchError, match="field specs"):
+        merge_stores([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
