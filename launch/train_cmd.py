@@ -363,7 +363,7 @@ def _train_jax(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, d
                 finished = trainer.step()
                 episodes = [(e.return_, e.length, e.success) for e in finished]
                 stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
-                                       trainer.last_metrics)  # fmt: skip
+                                       lambda: trainer.last_metrics)  # fmt: skip
                 if stop or (interrupted[0] and finished):
                     break
             if not interrupted[0] and (
@@ -507,6 +507,8 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
         run_root, ckpt = path, path / "checkpoints" / which
     else:
         run_root, ckpt = path.parent.parent, path
+    if (ckpt / "learner" / "state.msgpack").is_file():  # a Trainer.save folder
+        ckpt = ckpt / "learner"
     if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
         raise ValueError(
             f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "

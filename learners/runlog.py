@@ -22,7 +22,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +326,7 @@ class RunMonitor:
         env_steps: int,
         updates: int,
         episodes: Sequence[tuple[float, int, bool | None]] = (),
-        train_metrics: Mapping[str, Any] | None = None,
+        train_metrics: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
     ) -> bool:
         """Records one training step; returns True when the run should stop early.
 
@@ -334,7 +334,8 @@ class RunMonitor:
             env_steps: Env steps so far.
             updates: Gradient updates so far.
             episodes: Episodes that finished at this step as (return, length, success).
-            train_metrics: The learner's latest metrics (logged every ``train_log_every``).
+            train_metrics: The learner's latest metrics, or a function returning them (called
+                only when due: every ``train_log_every`` env steps).
         """
         for ret, length, success in episodes:
             record = {"return": ret, "length": length, "updates": updates}
@@ -342,9 +343,11 @@ class RunMonitor:
                 record["success"] = float(success)
                 self.recent_success = [*self.recent_success[-19:], float(success)]
             self.run.log("episode", env_steps, record)
-        if train_metrics and env_steps >= self.next_train_log:
-            self.next_train_log = env_steps + self.train_log_every
-            self.run.log("train", env_steps, {"updates": updates, **train_metrics})
+        if train_metrics is not None and env_steps >= self.next_train_log:
+            metrics = train_metrics() if callable(train_metrics) else train_metrics
+            if metrics:
+                self.next_train_log = env_steps + self.train_log_every
+                self.run.log("train", env_steps, {"updates": updates, **metrics})
         if episodes and env_steps >= self.next_eval:
             self.next_eval = (env_steps // self.eval_every + 1) * self.eval_every
             self.evaluate_now(env_steps)
