@@ -1,0 +1,109 @@
+"""Losses against hand-computed values with constant networks; subsampled min; Polyak."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from handrail.learners import losses
+from handrail.learners.replay import Batch
+
+BATCH = Batch(
+    obs=jnp.zeros((2, 3)),
+    action=jnp.zeros((2, 1)),
+    reward=jnp.array([1.0, -0.5]),
+    discount=jnp.array([0.9, 0.0]),  # second row terminated
+    next_obs=jnp.zeros((2, 3)),
+)
+LOG_PROB = -0.7
+
+
+def constant_policy(params, obs, key):
+    """Action 0.5 with log-prob LOG_PROB for every row, scaled by params['scale']."""
+    n = obs.shape[0]
+    return jnp.full((n, 1), 0.5) * params["scale"], jnp.full((n,), LOG_PROB)
+
+
+def constant_critic(params, obs, action):
+    """Q_i(s, a) = params['q'][i] + params['w'][i] * a for every row."""
+    return params["q"][:, None] + params["w"][:, None] * action[None, :, 0]
+
+
+@pytest.mark.parametrize("backup_entropy", [True, False])
+def test_critic_loss_matches_hand_computation(backup_entropy: bool) -> None:
+    critic = {"q": jnp.array([1.0, 2.0, 4.0]), "w": jnp.zeros(3)}
+    target = {"q": jnp.array([2.0, 3.0, 5.0]), "w": jnp.zeros(3)}
+    alpha = 0.5
+    loss, metrics = losses.critic_loss(
+        critic, target, {"scale": 1.0}, jnp.asarray(alpha), BATCH, jax.random.PRNGKey(0),
+        policy_fn=constant_policy, critic_fn=constant_critic, critic_subset=3,
+        backup_entropy=backup_entropy,
+    )  # fmt: skip
+    # min over all 3 target critics = 2; soft value = 2 - 0.5 * (-0.7) = 2.35
+    v_next = 2.35 if backup_entropy else 2.0
+    y = [1.0 + 0.9 * v_next, -0.5 + 0.0 * v_next]
+    expected = np.mean([(q - t) ** 2 for q in (1.0, 2.0, 4.0) for t in y])
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    assert float(metrics["critic/q_mean"]) == pytest.approx(7.0 / 3.0)
+
+
+def test_critic_loss_gradient_flows_only_into_online_critic() -> None:
+    critic = {"q": jnp.array([1.0, 2.0]), "w": jnp.zeros(2)}
+    target = {"q": jnp.array([2.0, 3.0]), "w": jnp.zeros(2)}
+    grads = jax.grad(lambda tp: losses.critic_loss(
+        critic, tp, {"scale": 1.0}, jnp.asarray(0.1), BATCH, jax.random.PRNGKey(0),
+        policy_fn=constant_policy, critic_fn=constant_critic, critic_subset=2,
+    )[0])(target)  # fmt: skip
+    assert float(jnp.abs(grads["q"]).sum()) == 0.0
+
+
+def test_actor_loss_matches_hand_computation() -> None:
+    critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
+    loss, metrics = losses.actor_loss(
+        {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+        policy_fn=constant_policy, critic_fn=constant_critic,
+    )  # fmt: skip
+    # a = 0.5: Q = (1 + 1, 3 + 2) -> mean 3.5; loss = 0.2 * (-0.7) - 3.5
+    assert float(loss) == pytest.approx(0.2 * LOG_PROB - 3.5, rel=1e-6)
+    assert float(metrics["actor/entropy"]) == pytest.approx(0.7)
+    # d loss / d scale = -mean_i w_i * 0.5 = -1.5: the actor moves towards larger Q.
+    grad = jax.grad(lambda p: losses.actor_loss(
+        p, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+        policy_fn=constant_policy, critic_fn=constant_critic,
+    )[0])({"scale": 1.0})  # fmt: skip
+    assert float(grad["scale"]) == pytest.approx(-1.5)
+
+
+@pytest.mark.parametrize(("entropy", "sign"), [(3.0, 1.0), (-3.0, -1.0)])
+def test_temperature_gradient_sign(entropy: float, sign: float) -> None:
+    """Entropy above target -> positive gradient -> gradient descent lowers alpha (and back)."""
+    log_alpha = jnp.log(0.5)
+    loss, metrics = losses.temperature_loss(log_alpha, jnp.asarray(entropy), 0.0)
+    assert float(loss) == pytest.approx(0.5 * entropy)
+    assert float(metrics["temperature/value"]) == pytest.approx(0.5)
+    grad = jax.grad(lambda la: losses.temperature_loss(la, jnp.asarray(entropy), 0.0)[0])(log_alpha)
+    assert np.sign(float(grad)) == sign
+
+
+def test_subsample_min_draws_each_pair_and_only_pairs() -> None:
+    q = jnp.array([[4.0], [1.0], [3.0], [2.0]])
+    pair_mins = {min(a, b) for a, b in itertools.combinations([4.0, 1.0, 3.0, 2.0], 2)}
+    seen = {float(losses.subsample_min(q, 2, jax.random.PRNGKey(i))[0]) for i in range(60)}
+    assert seen == pair_mins  # {1, 2, 3}: never 4, which no pair has as its min
+    assert float(losses.subsample_min(q, 4, jax.random.PRNGKey(0))[0]) == 1.0
+    singles = {float(losses.subsample_min(q, 1, jax.random.PRNGKey(i))[0]) for i in range(60)}
+    assert singles == {1.0, 2.0, 3.0, 4.0}
+
+
+def test_polyak_is_exact() -> None:
+    params = {"a": jnp.array([4.0, 0.0]), "b": jnp.array(8.0)}
+    target = {"a": jnp.array([8.0, 4.0]), "b": jnp.array(0.0)}
+    out = losses.polyak(params, target, 0.25)
+    np.testing.assert_array_equal(np.asarray(out["a"]), [7.0, 3.0])
+    assert float(out["b"]) == 2.0
+    same = losses.polyak(params, target, 1.0)
+    np.testing.assert_array_equal(np.asarray(same["a"]), np.asarray(params["a"]))
