@@ -77,6 +77,8 @@ class OperationalSpaceController:
 
     The model must come from :func:`handrail.sim.arm.build_mjcf` (its ``osc*`` tendons and
     actuators carry the law). Use :meth:`step` to advance the physics.
+    The model is modified at run time (tendon coefficients, actuator gains): give each
+    controller its own model.
 
     Args:
         model: the compiled model; the arm's joints must be its first seven dofs.
@@ -153,7 +155,7 @@ class OperationalSpaceController:
         return self._null
 
     def refresh(self) -> None:
-        """Recompute the linearised law at the current state (kinematics must be current)."""
+        """Recompute the linearised law from the kinematics of the last forward pass."""
         m, d, n = self.model, self.data, self._n
         mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
         mujoco.mj_solveM(m, d, self._minv_jt, self._jac)
@@ -169,7 +171,9 @@ class OperationalSpaceController:
         null = self._null_direction(jac)
         self._wrap[:6] = w
         self._wrap[6] = null
-        q = d.qpos[:n]
+        # Kinematics come from the last forward pass, i.e. before the last Euler position update
+        # qpos += dt * qvel; linearise about that configuration.
+        q = d.qpos[:n] - m.opt.timestep * d.qvel[:n]
         ctrl = d.ctrl
         ctrl[self._osc0 : self._osc0 + 6] = sol[:, n] + w @ q
         ctrl[self._osc0 + 6] = null @ self._home
@@ -177,14 +181,14 @@ class OperationalSpaceController:
         ctrl[self._motors] = d.qfrc_bias[:n] - d.qfrc_gravcomp[:n]
 
     def step(self, substeps: int) -> None:
-        """Advance the physics ``substeps`` steps, refreshing the law every few steps."""
+        """Advance the physics ``substeps`` steps, refreshing the law every few steps.
+
+        Needs current kinematics in ``data`` (after ``mj_forward`` or a previous ``mj_step``).
+        """
         m, d, k = self.model, self.data, self.config.refresh_substeps
         done = 0
         while done < substeps:
             block = min(k, substeps - done)
-            mujoco.mj_step1(m, d)  # kinematics, inertia and bias at the current state
             self.refresh()
-            mujoco.mj_step2(m, d)
-            if block > 1:
-                mujoco.mj_step(m, d, nstep=block - 1)
+            mujoco.mj_step(m, d, nstep=block)  # its first forward pass uses the new tendons
             done += block
