@@ -6,6 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -100,3 +101,77 @@ def test_locate_checkpoint_needs_a_checkpoint(tmp_path: Path) -> None:
     assert ckpt == tmp_path / "checkpoints" / "best" and config == {"task": "Pendulum-v1"}
     assert locate_checkpoint(ckpt) == (ckpt, config)
     assert np.isfinite(train_cmd.PRESETS["reach"].steps)
+
+
+# ---------------------------------------------------------------------------- end to end (tiny)
+gym.register(
+    "HandrailTinyPendulum-v0",
+    entry_point="gymnasium.envs.classic_control:PendulumEnv",
+    max_episode_steps=50,
+)
+
+
+def tiny_config(run_dir: Path, **overrides: object) -> TrainConfig:
+    base = dict(task="HandrailTinyPendulum-v0", steps=100, eval_every=100, run_dir=run_dir,
+                progress=False, **TINY)  # fmt: skip
+    return TrainConfig(**{**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("runs") / "tiny"
+    assert train_cmd.train(tiny_config(run_dir, warmup_steps=50)) == 0
+    return run_dir
+
+
+def test_run_folder_contents(tiny_run: Path) -> None:
+    config = json.loads((tiny_run / "config.json").read_text())
+    assert config["task"] == "HandrailTinyPendulum-v0" and config["sac"]["hidden_dims"] == [32, 32]
+    records = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    episodes = [r for r in records if r["kind"] == "episode"]
+    assert [r["env_steps"] for r in episodes] == [50, 100]
+    assert all(r["length"] == 50 and np.isfinite(r["return"]) for r in episodes)
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["env_steps"] for r in evals] == [100] and evals[0]["success_rate"] is None
+    assert (tiny_run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tiny_run / "checkpoints" / "best" / "state.msgpack").is_file()
+    assert (tiny_run / "checkpoints" / "latest" / "learner" / "state.msgpack").is_file()
+    assert list((tiny_run / "tb").glob("events.out.tfevents.*"))
+
+
+def test_eval_command_on_run_and_checkpoint(
+    tiny_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert train_cmd.evaluate(EvalConfig(path=tiny_run, episodes=2)) == 0
+    out = capsys.readouterr().out
+    assert "2 episodes: return" in out and "length 50.0" in out
+    latest = tiny_run / "checkpoints" / "latest"
+    assert train_cmd.evaluate(EvalConfig(path=latest, episodes=1)) == 0
+    assert "1 episodes" in capsys.readouterr().out
+
+
+def test_resume_continues_the_run(tiny_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(tiny_run, run_dir)
+    assert train_cmd.train(TrainConfig(resume=run_dir, steps=200, progress=False)) == 0
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [50, 100, 150, 200]
+    assert [r["env_steps"] for r in records if r["kind"] == "eval"] == [100, 200]
+    saved = json.loads((run_dir / "checkpoints/latest/learner/config.json").read_text())
+    assert saved["extra"]["env_steps"] == 200 and saved["extra"]["episodes"] == 4
+
+
+def test_demo_store_with_other_fields_is_a_clear_error(tmp_path: Path) -> None:
+    from handrail.demos import FieldMismatchError, FieldSpec, create_store
+
+    store = tmp_path / "demos.zarr"
+    with create_store(store, kind="demo", obs_fields=[FieldSpec("proprio", "float32", (7,))],
+                      action_dim=1, control_dt_s=0.05, task="other") as writer:  # fmt: skip
+        writer.begin_episode(seed=0)
+        writer.add_step(obs={"proprio": np.zeros(7, np.float32)}, action=np.zeros(1, np.float32),
+                        reward=0.0, terminated=True, truncated=False)  # fmt: skip
+        writer.end_episode(final_obs={"proprio": np.zeros(7, np.float32)}, success=True)
+    with pytest.raises(FieldMismatchError, match=r"lacks observation field\(s\) \['obs'\]"):
+        train_cmd.train(tiny_config(tmp_path / "run", demos=str(store)))
