@@ -283,7 +283,7 @@ def format_summary(s: StoreSummary) -> str:
         ("episodes", str(s.num_episodes)),
         ("steps", str(s.num_steps)),
         ("success rate", f"{pct} ({s.num_successful}/{s.num_episodes})"),
-        ("intervention share", f"{share} ({s.num_intervened_steps} steps)"),
+        ("intervention share", f"{share} ({s.num_intervened_steps} steps by human or script)"),
         ("size on disk", _human_bytes(s.size_bytes)),
     ]
     width = max(len(k) for k, _ in rows)

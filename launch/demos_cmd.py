@@ -16,6 +16,9 @@ import tyro
 
 from handrail.demos.replay import DEFAULT_TOLERANCE
 
+StorePath = Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="PATH")]
+"""A positional store path, shown as PATH in --help."""
+
 CAMERAS = ("front", "wrist")
 HUMAN_SOURCES = ("keyboard", "gamepad", "spacemouse")
 SCRIPTED = 2  # intervention source code of the store: 0 policy, 1 human, 2 scripted
@@ -204,7 +207,7 @@ def record(cfg: Annotated[RecordConfig, tyro.conf.arg(name="")]) -> int:
 class ReplayConfig:
     """Options of ``handrail replay``."""
 
-    path: tyro.conf.Positional[str]
+    path: StorePath
     """Episode store to replay."""
     episodes: str = ""
     """Episode ids to replay, e.g. 0,3 or 2-5; empty replays all."""
@@ -310,7 +313,7 @@ def replay(cfg: Annotated[ReplayConfig, tyro.conf.arg(name="")]) -> int:
 # ----------------------------------------------------------------------------- demos ...
 
 
-def info(path: tyro.conf.Positional[str]) -> int:
+def info(path: StorePath) -> int:
     """Summary table of an episode store.
 
     Args:
@@ -325,7 +328,7 @@ def info(path: tyro.conf.Positional[str]) -> int:
     return _guarded("demos info", body)
 
 
-def validate(path: tyro.conf.Positional[str]) -> int:
+def validate(path: StorePath) -> int:
     """Validate an episode store: read every chunk and check it; exit 1 on any problem.
 
     Args:
@@ -344,7 +347,7 @@ def validate(path: tyro.conf.Positional[str]) -> int:
 
 
 def filter_(
-    path: tyro.conf.Positional[str],
+    path: StorePath,
     out: str,
     successful_only: bool = False,
     interventions_only: bool = False,
@@ -378,7 +381,11 @@ def filter_(
     return _guarded("demos filter", body)
 
 
-def merge(stores: tyro.conf.Positional[tuple[str, ...]], out: str, overwrite: bool = False) -> int:
+def merge(
+    stores: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="STORE")],
+    out: str,
+    overwrite: bool = False,
+) -> int:
     """Merge several stores (same fields, action size and control period) into a new store.
 
     Args:
@@ -397,7 +404,7 @@ def merge(stores: tyro.conf.Positional[tuple[str, ...]], out: str, overwrite: bo
 
 
 def export(
-    path: tyro.conf.Positional[str],
+    path: StorePath,
     format: Literal["robomimic", "lerobot"],
     out: str,
     overwrite: bool = False,
@@ -423,7 +430,7 @@ def export(
 
 
 def import_(
-    src: tyro.conf.Positional[str],
+    src: StorePath,
     format: Literal["robomimic", "lerobot", "diffusion_policy"],
     out: str,
     task: str | None = None,
