@@ -8,6 +8,7 @@ into options by tyro. Commands are looked up in a static table and imported lazi
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -116,12 +117,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     key, command = found
     func = _resolve(command)
-    result = tyro.cli(
-        func,
-        args=args[len(key) :],
-        prog="handrail " + " ".join(key),
-        description=command.summary,
-    )
+    try:
+        result = tyro.cli(
+            func,
+            args=args[len(key) :],
+            prog="handrail " + " ".join(key),
+            description=command.summary,
+        )
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        # Bad input (config validation, wrong paths, mismatched stores) is the user's to fix:
+        # one clear line, not a traceback. HANDRAIL_DEBUG=1 shows where it came from.
+        if os.environ.get("HANDRAIL_DEBUG"):
+            raise
+        print(f"handrail {' '.join(key)}: error: {err}", file=sys.stderr)
+        return 2
     return int(result) if isinstance(result, int) else 0
 
 

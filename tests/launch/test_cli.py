@@ -42,3 +42,12 @@ def test_every_command_resolves_and_has_help(key: tuple[str, ...]) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "usage: handrail " + " ".join(key) in result.stdout
+
+
+def test_bad_config_value_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Validation errors from a command's config reach the user as one line and exit code 2."""
+    assert cli.main(["sim", "rollout", "--task", "no_such_task", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("handrail sim rollout: error:")
+    assert "no_such_task" in err
+    assert "Traceback" not in err
