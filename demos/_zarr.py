@@ -42,7 +42,7 @@ def _codecs(adef: ArrayDef) -> dict[str, Any]:
 
 def create_arrays(root: Path, defs: Sequence[ArrayDef], attributes: dict[str, Any]) -> None:
     """Create the root group (with ``attributes``) and every array with zero rows."""
-    group = zarr.open_group(LocalStore(root), mode="w", zarr_format=3, attributes=attributes)
+    group = zarr.open_group(LocalStore(root), mode="a", zarr_format=3, attributes=attributes)
     for adef in defs:
         spec = adef.spec
         group.create_array(
