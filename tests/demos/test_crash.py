@@ -59,10 +59,15 @@ exec(GEN_SRC, G)
 WRITER_SCRIPT = (
     GEN_SRC
     + """
-import json, sys
-from handrail.demos import open_writer
+import json, sys, time
+from handrail.demos import StoreLockedError, open_writer
 path, mode, base = sys.argv[1], sys.argv[2], int(sys.argv[3])
-writer = open_writer(path, recover=mode)
+while True:  # started early (imports overlap the previous writer), waits for its death
+    try:
+        writer = open_writer(path, recover=mode)
+        break
+    except StoreLockedError:
+        time.sleep(0.005)
 print(json.dumps(writer.recovery), flush=True)
 for i in range(10**6):
     write_episode(writer, base + i, wait=i % 3 != 0)
@@ -182,10 +187,12 @@ def test_random_sigkills_lose_nothing_committed(tmp_path: Path) -> None:
     _new_store(path)
     rng = np.random.default_rng(0)
     verified, recoveries = 0, []
+    nxt = _start_writer(path, script, "drop", base=1000)
     for k in range(20):
-        mode = ("drop", "truncate")[k % 2]
-        proc = _start_writer(path, script, mode, base=1000 * (k + 1))
+        proc = nxt
         line = proc.stdout.readline()  # the writer has recovered and holds the lock
+        if k < 19:  # the next writer imports meanwhile, then waits for the lock
+            nxt = _start_writer(path, script, ("drop", "truncate")[(k + 1) % 2], 1000 * (k + 2))
         assert line, proc.stderr.read()
         recoveries.append(json.loads(line)["action"])
         _wait_for_episodes(path, verified + 1, timeout_s=10.0)  # progress in every round
