@@ -1,0 +1,140 @@
+"""SAC update: scan equals loop, determinism, temperature direction, non-finite guard, config."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from handrail.learners.replay import Batch
+from handrail.learners.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+OBS_DIM, ACT_DIM, UTD, BATCH = 4, 2, 3, 32
+
+
+def _sac(**overrides) -> SAC:
+    base = {"hidden_dims": (32, 32), "num_critics": 3, "utd": UTD, "batch_size": BATCH}
+    cfg = SACConfig(**{**base, **overrides})
+    return SAC(
+        ObsSpec(("obs",), ((OBS_DIM,),)), ActionSpec((-1.0,) * ACT_DIM, (1.0,) * ACT_DIM), cfg
+    )
+
+
+@pytest.fixture(scope="module")
+def sac() -> SAC:
+    """One learner shared by the tests below, so its jitted functions compile once."""
+    return _sac()
+
+
+def _batch(seed: int = 0, utd: int = UTD) -> Batch:
+    rng = np.random.default_rng(seed)
+    shape = (utd, BATCH)
+    return Batch(
+        obs=rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        action=rng.uniform(-1, 1, size=(*shape, ACT_DIM)).astype(np.float32),
+        reward=rng.normal(size=shape).astype(np.float32),
+        discount=np.full(shape, 0.99, np.float32),
+        next_obs=rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+    )
+
+
+def _leaves(tree) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+def test_scan_equals_python_loop(sac: SAC) -> None:
+    state = sac.init(jax.random.PRNGKey(0))
+    batch = jax.tree_util.tree_map(jnp.asarray, _batch())
+    scanned, metrics = sac.update(state, batch)
+    looped = state
+    critic_step, actor_step = jax.jit(sac.critic_step), jax.jit(sac.actor_step)
+    for i in range(UTD):
+        looped, _ = critic_step(looped, jax.tree_util.tree_map(lambda x, i=i: x[i], batch))
+    looped, _ = actor_step(looped, jax.tree_util.tree_map(lambda x: x[-1], batch))
+    for a, b in zip(_leaves(scanned), _leaves(looped), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(scanned.step) == 1
+    assert float(metrics["update/nonfinite"]) == 0.0
+    for key in ("critic/loss", "actor/loss", "actor/entropy", "temperature/value"):
+        assert np.isfinite(float(metrics[key]))
+
+
+def test_update_changes_every_trained_part(sac: SAC) -> None:
+    state = sac.init(jax.random.PRNGKey(0))
+    new, _ = sac.update(state, _batch())
+    for name in ("actor_params", "critic_params", "target_critic_params", "log_temperature"):
+        before, after = _leaves(getattr(state, name)), _leaves(getattr(new, name))
+        assert any(not np.array_equal(a, b) for a, b in zip(before, after, strict=True)), name
+
+
+def test_same_seed_gives_identical_params(sac: SAC) -> None:
+    outs = []
+    for _ in range(2):
+        state = sac.init(jax.random.PRNGKey(7))
+        for i in range(3):
+            state, _ = sac.update(state, _batch(seed=i))
+        outs.append(_leaves(state))
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = sac.init(jax.random.PRNGKey(8))
+    assert not np.array_equal(_leaves(other.actor_params)[0], _leaves(outs[0])[0])
+
+
+@pytest.mark.parametrize(("target_entropy", "direction"), [(50.0, 1.0), (-50.0, -1.0)])
+def test_temperature_moves_towards_target_entropy(target_entropy: float, direction: float) -> None:
+    learner = _sac(target_entropy=target_entropy, temperature_lr=1e-2, num_critics=2, utd=1)
+    state = learner.init(jax.random.PRNGKey(0))
+    new, metrics = learner.update(state, _batch(utd=1))
+    change = float(new.log_temperature - state.log_temperature)
+    assert np.sign(change) == direction
+    assert float(metrics["temperature/value"]) == pytest.approx(1.0)
+
+
+def test_default_target_entropy_is_minus_half_action_dim(sac: SAC) -> None:
+    assert sac.target_entropy == -ACT_DIM / 2
+
+
+def test_nonfinite_loss_leaves_state_unchanged(sac: SAC) -> None:
+    state = sac.init(jax.random.PRNGKey(0))
+    bad = _batch()._replace(reward=np.full((UTD, BATCH), np.nan, np.float32))
+    new, metrics = sac.update(state, bad)
+    assert float(metrics["update/nonfinite"]) == 1.0
+    for a, b in zip(_leaves(state), _leaves(new), strict=True):
+        np.testing.assert_array_equal(a, b)
+    _, ok = sac.update(state, _batch())
+    assert float(ok["update/nonfinite"]) == 0.0
+
+
+def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
+    state = sac.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    single = sac.act(state, np.zeros(OBS_DIM), key)
+    many = sac.act(state, np.ones((5, OBS_DIM)), key)
+    assert single.shape == (ACT_DIM,) and many.shape == (5, ACT_DIM)
+    assert np.abs(many).max() <= 1.0
+    det = [sac.act(state, np.ones(OBS_DIM), jax.random.PRNGKey(i), True) for i in range(2)]
+    np.testing.assert_array_equal(det[0], det[1])
+    policy = sac.make_policy(state.actor_params, deterministic=True)
+    np.testing.assert_allclose(np.asarray(policy(np.ones(OBS_DIM), key)), det[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("critic_subset", 4), ("num_critics", 0), ("gamma", 1.5), ("utd", 0), ("demo_ratio", -0.1)],
+)
+def test_config_validation_names_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        SACConfig(**{"num_critics": 3, field: value})
+
+
+def test_presets() -> None:
+    rlpd = SACConfig.rlpd()
+    assert (rlpd.num_critics, rlpd.critic_subset, rlpd.utd, rlpd.batch_size) == (10, 2, 20, 256)
+    assert rlpd.critic_layer_norm and rlpd.hidden_dims == (256, 256)
+    cpu = SACConfig.cpu(utd=2)
+    assert cpu.num_critics == 2 and cpu.utd == 2
+    hil = SACConfig.hil_serl()
+    assert (hil.num_critics, hil.gamma, hil.init_temperature) == (2, 0.97, 0.01)
+    assert SACConfig.from_json(hil.to_json()) == hil
