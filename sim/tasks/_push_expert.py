@@ -34,7 +34,7 @@ class PushExpertParams:
     """Tool height while pushing (fingertips just above the table)."""
     standoff_m: float = 0.015
     """Gap between pusher and puck at the start of a push."""
-    bite_m: float = 0.02
+    bite_m: float = 0.03
     """How far into the puck the pushing target is placed (sets the pushing speed)."""
     max_lateral_frac: float = 0.6
     """Re-approach when the pusher is off the line by more than this fraction of the radius."""
