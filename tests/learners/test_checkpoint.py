@@ -1,0 +1,99 @@
+"""Checkpoints: round trip gives identical actions, clear errors, policy without training code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+
+from handrail.learners.checkpoint import load_checkpoint, load_policy, save_checkpoint
+from handrail.learners.replay import Batch
+from handrail.learners.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+SPACE = gym.spaces.Dict(
+    {
+        "proprio": gym.spaces.Box(-1, 1, (3,), np.float32),
+        "goal": gym.spaces.Box(-1, 1, (2,), np.float32),
+    }
+)
+ACTIONS = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+CONFIG = SACConfig(hidden_dims=(32, 32), num_critics=2, utd=1, batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[SAC, object, Path]:
+    sac = SAC(ObsSpec.from_space(SPACE), ActionSpec.from_space(ACTIONS), CONFIG)
+    state = sac.init(jax.random.PRNGKey(0))
+    rng = np.random.default_rng(0)
+    batch = Batch(
+        obs=rng.normal(size=(1, 32, 5)).astype(np.float32),
+        action=rng.uniform(-1, 1, (1, 32, 2)).astype(np.float32),
+        reward=rng.normal(size=(1, 32)).astype(np.float32),
+        discount=np.full((1, 32), 0.99, np.float32),
+        next_obs=rng.normal(size=(1, 32, 5)).astype(np.float32),
+    )
+    state, _ = sac.update(state, batch)
+    path = save_checkpoint(
+        tmp_path_factory.mktemp("ckpt") / "c", state, CONFIG, sac.obs_spec, sac.action_spec,
+        extra={"env_steps": 123},
+    )  # fmt: skip
+    return sac, state, path
+
+
+def test_round_trip_restores_state_exactly(trained) -> None:
+    sac, state, path = trained
+    loaded, extra = load_checkpoint(path, sac)
+    assert extra == {"env_steps": 123}
+    for a, b in zip(
+        jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(loaded), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    obs = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
+    key = jax.random.PRNGKey(5)
+    np.testing.assert_array_equal(sac.act(state, obs, key), sac.act(loaded, obs, key))
+
+
+def test_files_are_msgpack_and_json_not_pickle(trained) -> None:
+    _, _, path = trained
+    assert sorted(p.name for p in path.iterdir()) == ["config.json", "state.msgpack"]
+    meta = json.loads((path / "config.json").read_text())
+    assert meta["config"]["num_critics"] == 2
+    assert set(meta["obs_spec"]["keys"]) == {"proprio", "goal"}
+    assert not (path / "state.msgpack").read_bytes().startswith(b"\x80")  # pickle protocol tag
+
+
+def test_load_policy_gives_the_same_env_actions(trained) -> None:
+    sac, state, path = trained
+    policy = load_policy(path, deterministic=True)
+    obs = {"proprio": np.array([0.1, -0.2, 0.3]), "goal": np.array([0.5, 0.5])}
+    expected = sac.action_spec.to_env(
+        sac.act(state, sac.obs_spec.flatten(obs), jax.random.PRNGKey(0), deterministic=True)
+    )
+    action = policy(obs)
+    np.testing.assert_allclose(action, expected, rtol=1e-6)
+    assert action.shape == (2,) and -2.0 <= action[0] <= 2.0 and 0.0 <= action[1] <= 1.0
+    batch = {k: np.stack([v, v]) for k, v in obs.items()}
+    assert policy(batch).shape == (2, 2)
+
+
+def test_other_config_is_a_clear_error_naming_fields(trained) -> None:
+    _, _, path = trained
+    other = SAC(
+        ObsSpec.from_space(SPACE),
+        ActionSpec.from_space(ACTIONS),
+        SACConfig(hidden_dims=(64, 64), num_critics=2, utd=3, batch_size=32),
+    )
+    with pytest.raises(ValueError, match=r"config\.hidden_dims") as err:
+        load_checkpoint(path, other)
+    assert "config.utd" in str(err.value) and "num_critics" not in str(err.value)
+
+
+def test_not_a_checkpoint_is_a_clear_error(tmp_path: Path, trained) -> None:
+    sac, _, _ = trained
+    with pytest.raises(ValueError, match="not a handrail checkpoint"):
+        load_checkpoint(tmp_path, sac)
