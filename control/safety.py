@@ -42,18 +42,19 @@ tens of microseconds, and only the two returned arrays are allocated.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["SafetyFilter", "SafetyLimits", "SafetyReport"]
+__all__ = ["SAFETY_FLAGS", "SafetyFilter", "SafetyLimits", "SafetyReport"]
 
 _AXES = ("x", "y", "z")
 _REL_TOL = 1e-9  # relative slack on every limit comparison (keeps the filter idempotent)
 _ABS_TOL = 1e-12
-_BISECT_STEPS = 24  # geodesic back-off resolution: 2**-24 of one step
+_BISECT_STEPS = 16  # geodesic back-off resolution: 2**-16 of one step
 
 Quat = tuple[float, float, float, float]
 
@@ -156,6 +157,12 @@ SAFETY_FLAGS: tuple[str, ...] = tuple(f.name for f in fields(SafetyReport))
 """Names of the SafetyReport flags, in order."""
 
 
+@functools.cache
+def _report(*flags: bool) -> SafetyReport:
+    """Shared immutable reports (64 possible), so a filter call does not build one."""
+    return SafetyReport(*flags)
+
+
 def _qmul(a: Quat, b: Quat) -> Quat:
     aw, ax, ay, az = a
     bw, bx, by, bz = b
@@ -195,7 +202,7 @@ def _unit_quat(q: Quat) -> Quat | None:
 def _read(value: ArrayLike, size: int, name: str) -> tuple[float, ...]:
     seq = value.tolist() if isinstance(value, np.ndarray) else value
     try:
-        out = tuple(float(v) for v in seq)  # type: ignore[union-attr]
+        out = tuple(map(float, seq))  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{name} must be a sequence of {size} numbers; got {value!r}") from None
     if len(out) != size:
@@ -260,7 +267,7 @@ class SafetyFilter:
         """
         cur_p = _read(current_pos_m, 3, "current_pos_m")
         cur_q = _unit_quat(_read(current_quat, 4, "current_quat"))  # type: ignore[arg-type]
-        if cur_q is None or not all(math.isfinite(v) for v in cur_p):
+        if cur_q is None or not all(map(math.isfinite, cur_p)):
             raise ValueError(
                 "current_pos_m/current_quat must be finite with a non-zero quaternion; a bad "
                 f"measured pose is a state fault: stop the arm (got {current_pos_m!r}, {current_quat!r})"
@@ -269,12 +276,12 @@ class SafetyFilter:
         cur_q, cur_tilt, cur_yaw = self._clamp_orientation(cur_q)
         tgt_p = _read(target_pos_m, 3, "target_pos_m")
         tgt_q = _unit_quat(_read(target_quat, 4, "target_quat"))  # type: ignore[arg-type]
-        if tgt_q is None or not all(math.isfinite(v) for v in tgt_p):
-            report = SafetyReport(cur_box, False, False, cur_tilt, cur_yaw, True)
+        if tgt_q is None or not all(map(math.isfinite, tgt_p)):
+            report = _report(cur_box, False, False, cur_tilt, cur_yaw, True)
             return np.array(cur_p), np.array(cur_q), report
         pos, box, step = self._limit_translation(cur_p, tgt_p)
         quat, rot_step, tilt, yaw = self._limit_rotation(cur_q, tgt_q)
-        return np.array(pos), np.array(quat), SafetyReport(box, step, rot_step, tilt, yaw, False)
+        return np.array(pos), np.array(quat), _report(box, step, rot_step, tilt, yaw, False)
 
     def _clip_box(self, p: tuple[float, ...]) -> tuple[tuple[float, float, float], bool]:
         lo, hi = self._low, self._high

@@ -117,11 +117,20 @@ def test_far_target_is_not_amplified_by_the_orientation_clamp() -> None:
     assert report.tilt_clipped
 
 
-def test_geodesic_bulge_is_clamped_back_without_freezing() -> None:
-    """Both poses sit on the tilt limit; the geodesic between them bulges past it."""
+@pytest.mark.parametrize(
+    ("current_params", "target_params"),
+    [
+        ((0.5, -0.2, 0.6), (0.5, -0.7, -0.5)),  # clamping the step's end is enough
+        ((0.5, 0.5, -0.5), (0.49, 1.1, 0.4)),  # clamping overshoots: the step is bisected
+    ],
+)
+def test_geodesic_bulge_is_clamped_back_without_freezing(
+    current_params: tuple[float, float, float], target_params: tuple[float, float, float]
+) -> None:
+    """Both poses sit on (or near) the tilt limit; the geodesic between them bulges past it."""
     f = make_filter(max_tilt_rad=0.5, max_yaw_rad=0.6, max_rot_step_rad=0.3)
-    current = pose_from(DOWN, 0.5, -0.2, 0.6)
-    target = pose_from(DOWN, 0.5, -0.7, -0.5)
+    current = pose_from(DOWN, *current_params)
+    target = pose_from(DOWN, *target_params)
     _, quat, report = f.filter([0.4, 0, 0.2], current, [0.4, 0, 0.2], target)
     tilt, twist = tilt_twist(quat, DOWN)
     assert tilt <= 0.5 + TOL and abs(twist) <= 0.6 + TOL
