@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -60,6 +61,8 @@ Quat = tuple[float, float, float, float]
 
 
 def _float_tuple(value: object, size: int, name: str) -> tuple[float, ...]:
+    if isinstance(value, str | bytes):
+        raise TypeError(f"SafetyLimits.{name} must be {size} numbers; got {value!r}")
     try:
         out = tuple(float(v) for v in value)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
@@ -106,10 +109,13 @@ class SafetyLimits:
             )
         for name in ("max_step_m", "max_rot_step_rad", "max_tilt_rad", "max_yaw_rad"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"SafetyLimits.{name} must be a number; got {value!r}")
+            if not math.isfinite(value) or value <= 0:
                 raise ValueError(
                     f"SafetyLimits.{name} must be a positive finite number; got {value!r}"
                 )
+            object.__setattr__(self, name, float(value))
         if self.max_tilt_rad > math.pi:
             raise ValueError(
                 f"SafetyLimits.max_tilt_rad must be in (0, pi]; got {self.max_tilt_rad}"

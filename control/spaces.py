@@ -18,6 +18,7 @@ increment applied on the left equals the ee-frame increment applied on the right
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,10 +59,13 @@ class ActionConfig:
             raise TypeError(f"ActionConfig.gripper must be a bool; got {self.gripper!r}")
         for name in ("max_step_m", "max_rot_step_rad"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"ActionConfig.{name} must be a number; got {value!r}")
+            if not math.isfinite(value) or value <= 0:
                 raise ValueError(
                     f"ActionConfig.{name} must be a positive finite number; got {value!r}"
                 )
+            object.__setattr__(self, name, float(value))
 
     @property
     def rot_dim(self) -> int:

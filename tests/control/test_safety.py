@@ -201,9 +201,14 @@ def test_limits_validation_names_the_field(overrides: dict[str, object], match: 
 
 
 def test_limits_store_floats_and_reject_non_limits() -> None:
-    limits = SafetyLimits([0, 0, 0], np.array([1, 1, 1]), 0.1, 0.1)  # type: ignore[arg-type]
+    limits = SafetyLimits([0, 0, 0], np.array([1, 1, 1]), np.float32(0.5), 1)  # type: ignore[arg-type]
     assert limits.workspace_low_m == (0.0, 0.0, 0.0)
     assert limits.workspace_high_m == (1.0, 1.0, 1.0)
+    assert type(limits.max_step_m) is float and type(limits.max_rot_step_rad) is float
+    with pytest.raises(TypeError, match="max_step_m must be a number"):
+        SafetyLimits(**BOX, max_step_m="0.1", max_rot_step_rad=0.1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="workspace_low_m must be 3 numbers"):
+        SafetyLimits("012", (1, 1, 1), 0.1, 0.1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="SafetyLimits"):
         SafetyFilter({"max_step_m": 0.1})  # type: ignore[arg-type]
 

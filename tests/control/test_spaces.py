@@ -59,6 +59,15 @@ def test_config_validation_names_the_field(field: str, value: object, match: str
         ActionConfig(**{field: value})
 
 
+def test_config_coerces_numpy_scalars_and_rejects_non_numbers() -> None:
+    cfg = ActionConfig(max_step_m=np.float32(0.5), max_rot_step_rad=1)
+    assert type(cfg.max_step_m) is float and cfg.max_step_m == 0.5
+    with pytest.raises(TypeError, match="max_step_m must be a number"):
+        ActionConfig(max_step_m="0.03")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="gripper must be a bool"):
+        ActionConfig(gripper=1)  # type: ignore[arg-type]
+
+
 def test_decode_base_frame_hand_computed() -> None:
     cfg = ActionConfig(rotation="yaw", max_step_m=0.02, max_rot_step_rad=0.1)
     cmd = decode_action([0.5, -1.0, 3.0, -0.5, 0.7], cfg, DOWN)
