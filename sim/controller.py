@@ -13,14 +13,17 @@ home without moving the end effector, gravity ``g`` compensated exactly at every
 are clamped to the Panda's limits by the joints' ``actuatorfrcrange``, like a drive would.
 
 How it runs fast: the law is linear in ``(q, qd)`` once ``J``, ``Lambda`` and ``v`` are fixed.
-Factor ``J^T Lambda J = W^T W`` (``W = C^-1 J`` with ``C C^T = Lambda^-1``); then the task term is
+Factor ``J^T Lambda J = W^T W`` (``W = L^T J`` with ``L L^T = Lambda``); then the task term is
 six springs ``kp (r - W q) - kd W qd`` acting along the rows of ``W``, and the null term one more
 along ``v``. Those seven are MuJoCo position actuators on fixed tendons whose coefficients are
 ``W`` and ``v``, so MuJoCo evaluates the law in C at every physics step. Every
 ``refresh_substeps`` steps Python recomputes ``J``, ``Lambda``, ``v``, the pose error and the
 Coriolis feed-forward, writes the tendon coefficients and the spring set-points ``r``, and lets
 MuJoCo run the next block with one ``mj_step(nstep=...)`` call. Between refreshes the pose error
-is linearised (``e ~ e0 - J (q - q0)``), which is exact to second order in the motion.
+is linearised (``e ~ e0 - J (q - q0)``), which is exact to second order in the motion. A refresh
+is a short run of MuJoCo's own small-matrix routines on preallocated buffers (no NumPy linear
+algebra, whose per-call overhead is larger than these 6 x 6 problems), and the null direction is
+the previous one projected onto the Jacobian's null space (no SVD after the first).
 """
 
 from __future__ import annotations
@@ -60,16 +63,6 @@ class ControllerConfig:
             raise ValueError(
                 f"ControllerConfig.refresh_substeps must be >= 1, got {self.refresh_substeps}"
             )
-
-
-def _rotvec_error(target_quat: np.ndarray, quat: np.ndarray, out: np.ndarray) -> None:
-    """World-frame rotation vector taking ``quat`` to ``target_quat`` (shortest way)."""
-    conj = np.array([quat[0], -quat[1], -quat[2], -quat[3]])
-    err = np.empty(4)
-    mujoco.mju_mulQuat(err, target_quat, conj)
-    if err[0] < 0:
-        err *= -1.0
-    mujoco.mju_quat2Vel(out, err, 1.0)
 
 
 class OperationalSpaceController:
@@ -116,16 +109,34 @@ class OperationalSpaceController:
         model.actuator_gainprm[osc, 0] = gains
         model.actuator_biasprm[osc, 1] = -gains
         model.actuator_biasprm[osc, 2] = -damps
+        # Preallocated buffers and views into model/data (their arrays never move), so that a
+        # refresh is a short run of MuJoCo calls without allocation.
         self._jac = np.zeros((6, model.nv))
+        self._jacp, self._jacr = self._jac[:3], self._jac[3:]  # contiguous row views
+        self._jn = np.zeros((6, n))  # the arm's columns of the Jacobian, contiguous
         self._minv_jt = np.zeros((6, model.nv))
-        self._rhs = np.zeros((6, n + 1))
+        self._chol = np.zeros((6, 6))
+        self._lam = np.zeros((6, 6))
+        self._eye6 = np.eye(6)
+        self._tril6 = np.tril(np.ones((6, 6)))
+        self._jjt = np.zeros((6, 6))
+        self._err = np.zeros(6)
+        self._vec6 = np.zeros(6)
+        self._y = np.zeros(6)
+        self._vecn = np.zeros(n)
+        self._q = np.zeros(n)
         self._quat = np.zeros(4)
-        self._rot = np.zeros(3)
+        self._conj = np.zeros(4)
+        self._dquat = np.zeros(4)
         self._null = np.zeros(n)
-        self._null_sys = np.zeros((n, n))
-        self._unit = np.zeros(n)
-        self._unit[-1] = 1.0
-        self._eps = cfg.singular_eps * np.eye(6)
+        self._has_null = False
+        self._eps = cfg.singular_eps
+        tau = _as_slice(self._motors)
+        self._ctrl_osc = data.ctrl[self._osc0 : self._osc0 + 6]
+        self._ctrl_tau = data.ctrl[tau]
+        self._qpos, self._qvel = data.qpos[:n], data.qvel[:n]
+        self._bias, self._gravcomp = data.qfrc_bias[:n], data.qfrc_gravcomp[:n]
+        self._site_pos, self._site_mat = data.site_xpos[self._site], data.site_xmat[self._site]
         self.target_pos = np.zeros(3)
         self.target_quat = np.array([1.0, 0.0, 0.0, 0.0])
 
@@ -143,42 +154,63 @@ class OperationalSpaceController:
     def reset(self) -> None:
         """Forget the null direction (call after teleporting the arm, e.g. on env reset)."""
         self._null[:] = 0.0
+        self._has_null = False
 
-    def _null_direction(self, jac: np.ndarray) -> np.ndarray:
-        if not self._null.any():
-            self._null[:] = np.linalg.svd(jac)[2][-1]
-        # The null vector v solves [J; v_prev^T] v = [0; 1]: one small solve instead of an SVD.
-        self._null_sys[:6] = jac
-        self._null_sys[6] = self._null
-        null = np.linalg.solve(self._null_sys, self._unit)
-        self._null[:] = null / np.linalg.norm(null)
-        return self._null
+    def _null_direction(self) -> np.ndarray:
+        """Unit null vector of the arm Jacobian ``self._jn`` (6 x 7), continued from the last."""
+        jn, jjt, null = self._jn, self._jjt, self._null
+        if not self._has_null:
+            null[:] = np.linalg.svd(jn)[2][-1]
+            self._has_null = True
+        # Project the previous direction onto the null space, v - J^T (J J^T)^-1 J v: the null
+        # space is one-dimensional, so this is the new direction with the old one's sign.
+        mujoco.mju_mulMatMatT(jjt, jn, jn)
+        mujoco.mju_cholFactor(jjt, 1e-12)
+        mujoco.mju_mulMatVec(self._vec6, jn, null)
+        mujoco.mju_cholSolve(self._y, jjt, self._vec6)
+        mujoco.mju_mulMatTVec(self._vecn, jn, self._y)
+        mujoco.mju_subFrom(null, self._vecn)
+        mujoco.mju_normalize(null)
+        return null
+
+    def _pose_error(self) -> None:
+        """Position error and world-frame rotation vector to the target, into ``self._err``."""
+        mujoco.mju_sub(self._err[:3], self.target_pos, self._site_pos)
+        mujoco.mju_mat2Quat(self._quat, self._site_mat)
+        mujoco.mju_negQuat(self._conj, self._quat)
+        mujoco.mju_mulQuat(self._dquat, self.target_quat, self._conj)
+        if self._dquat[0] < 0:  # the shortest way round
+            mujoco.mju_scl(self._dquat, self._dquat, -1.0)
+        mujoco.mju_quat2Vel(self._err[3:], self._dquat, 1.0)
 
     def refresh(self) -> None:
         """Recompute the linearised law from the kinematics of the last forward pass."""
         m, d, n = self.model, self.data, self._n
-        mujoco.mj_jacSite(m, d, self._jac[:3], self._jac[3:], self._site)
+        mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self._site)
         mujoco.mj_solveM(m, d, self._minv_jt, self._jac)
-        jac = self._jac[:, :n]
-        chol = np.linalg.cholesky(self._jac @ self._minv_jt.T + self._eps)  # C C^T = Lambda^-1
-        self._rhs[:, :n] = jac
-        self._rhs[:3, n] = self.target_pos - d.site_xpos[self._site]
-        mujoco.mju_mat2Quat(self._quat, d.site_xmat[self._site])
-        _rotvec_error(self.target_quat, self._quat, self._rot)
-        self._rhs[3:, n] = self._rot
-        sol = np.linalg.solve(chol, self._rhs)  # [W | C^-1 e0]
-        w = sol[:, :n]
-        null = self._null_direction(jac)
-        self._wrap[:6] = w
-        self._wrap[6] = null
+        np.copyto(self._jn, self._jac[:, :n])
+        # Lambda^-1 = J M^-1 J^T + eps = C C^T. With Lambda = L L^T (L lower) and R = L^T,
+        # J^T Lambda J = W^T W for W = R J: the springs' rows; their set-points r = R (e0 + J q0).
+        chol, lam = self._chol, self._lam
+        mujoco.mju_mulMatMatT(chol, self._jac, self._minv_jt)
+        chol.flat[::7] += self._eps
+        mujoco.mju_cholFactor(chol, 0.0)
+        for i in range(6):
+            mujoco.mju_cholSolve(lam[i], chol, self._eye6[i])  # rows of Lambda (symmetric)
+        mujoco.mju_cholFactor(lam, 0.0)
+        np.multiply(lam, self._tril6, out=lam)  # L; its upper part still held Lambda
+        mujoco.mju_mulMatTMat(self._wrap[:6], lam, self._jn)  # W = L^T J
+        self._wrap[6] = self._null_direction()
+        self._pose_error()
         # Kinematics come from the last forward pass, i.e. before the last Euler position update
         # qpos += dt * qvel; linearise about that configuration.
-        q = d.qpos[:n] - m.opt.timestep * d.qvel[:n]
-        ctrl = d.ctrl
-        ctrl[self._osc0 : self._osc0 + 6] = sol[:, n] + w @ q
-        ctrl[self._osc0 + 6] = null @ self._home
+        mujoco.mju_addScl(self._q, self._qpos, self._qvel, -m.opt.timestep)
+        mujoco.mju_mulMatVec(self._vec6, self._jn, self._q)
+        mujoco.mju_addTo(self._vec6, self._err)
+        mujoco.mju_mulMatTVec(self._ctrl_osc, lam, self._vec6)
+        d.ctrl[self._osc0 + 6] = mujoco.mju_dot(self._null, self._home)
         # Coriolis/centrifugal feed-forward; gravity is compensated by MuJoCo itself.
-        ctrl[self._motors] = d.qfrc_bias[:n] - d.qfrc_gravcomp[:n]
+        mujoco.mju_sub(self._ctrl_tau, self._bias, self._gravcomp)
 
     def step(self, substeps: int) -> None:
         """Advance the physics ``substeps`` steps, refreshing the law every few steps.
@@ -192,3 +224,11 @@ class OperationalSpaceController:
             self.refresh()
             mujoco.mj_step(m, d, nstep=block)  # its first forward pass uses the new tendons
             done += block
+
+
+def _as_slice(ids: np.ndarray) -> slice:
+    """``ids`` (consecutive integers) as a slice, so writes through it need no fancy indexing."""
+    first = int(ids[0])
+    if not np.array_equal(ids, np.arange(first, first + len(ids))):
+        raise ValueError(f"the arm's motors must be consecutive actuators, got ids {ids.tolist()}")
+    return slice(first, first + len(ids))

@@ -28,7 +28,7 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
     return float(2 * np.arccos(min(1.0, abs(float(a @ b)))))
 
 
-@pytest.mark.parametrize("refresh", [1, 25])
+@pytest.mark.parametrize("refresh", [1, 25, 50])
 def test_tracks_a_pose_target(refresh: int) -> None:
     _, data, ctrl = _setup(refresh)
     pos0, quat0 = ctrl.ee_pose()
