@@ -170,7 +170,7 @@ class EpisodeWriter:
             except KeyError:
                 raise ValueError(f"obs is missing field {name!r}; it has {sorted(obs)}") from None
             _check_value(f"obs[{name!r}]", value, shape, dtype)
-            arrays[path][i] = value
+            _copy_row(arrays[path], i, value)
         act = np.asarray(action)
         _check_value("action", act, (self.action_dim,), arrays["data/action"].dtype)
         arrays["data/action"][i] = act
@@ -281,6 +281,19 @@ class EpisodeWriter:
             return self._flusher.pool.pop()
         except IndexError:
             return StagingBlock.allocate(self._step_defs, self._block_rows)
+
+
+def _copy_row(dst: np.ndarray, i: int, value: np.ndarray) -> None:
+    """dst[i] = value; big rows go through memoryview so the GIL is never released.
+
+    numpy drops the GIL while copying large arrays, and getting it back from the flusher thread
+    can take a whole switch interval (5 ms): an image copy must not give it away.
+    """
+    if dst[i].nbytes < 4096 or value.dtype != dst.dtype or not value.flags.c_contiguous:
+        dst[i] = value
+        return
+    n = dst[i].nbytes
+    memoryview(dst).cast("B")[i * n : (i + 1) * n] = memoryview(value).cast("B")
 
 
 def _check_value(what: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
