@@ -19,6 +19,7 @@ continues bit for bit.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -122,9 +123,8 @@ class Trainer:
         self._pos = self._size = 0
         self._metrics: dict[str, Any] = {}
         self._nonfinite_streak = 0
-        self._insert = jax.jit(_insert_rows, donate_argnums=0)
-        self._fused = jax.jit(self._fused_fn, donate_argnums=(0, 1))
-        self._act_only = jax.jit(self._act_only_fn, donate_argnums=0)
+        self._fused = functools.partial(_fused_jit, sac, self._n_demo)
+        self._act_only = functools.partial(_act_only_jit, sac)
         self._begin_episode()
         self._action = self._next_action_without_update()
 
@@ -155,37 +155,6 @@ class Trainer:
         """Metrics of the latest update block (empty before the first)."""
         return {k: float(v) for k, v in self._metrics.items()}
 
-    # -- jitted bodies ------------------------------------------------------------------------
-    def _fused_fn(
-        self,
-        state: SACState,
-        rows: jax.Array,
-        new_rows: jax.Array,
-        idx: jax.Array,
-        size: jax.Array,
-        obs: jax.Array,
-        demo_rows: jax.Array,
-    ) -> tuple[SACState, jax.Array, jax.Array, dict[str, jax.Array]]:
-        cfg = self.sac.config
-        rows = _insert_rows(rows, new_rows, idx)
-        rng, key_online, key_demo, key_act = jax.random.split(state.rng, 4)
-        state = state.replace(rng=rng)
-        n_online = cfg.batch_size - self._n_demo
-        parts = []
-        if self._n_demo > 0:
-            pick = jax.random.randint(key_demo, (cfg.utd, self._n_demo), 0, demo_rows.shape[0])
-            parts.append(demo_rows[pick])
-        if n_online > 0:
-            parts.append(rows[jax.random.randint(key_online, (cfg.utd, n_online), 0, size)])
-        sample = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=1)
-        state, metrics = self.sac.update_fn(state, unpack(sample, self._dim, self._adim))
-        action = self.sac.policy_fn(state.actor_params, obs, key_act)[0]
-        return state, rows, action, metrics
-
-    def _act_only_fn(self, state: SACState, obs: jax.Array) -> tuple[SACState, jax.Array]:
-        rng, key = jax.random.split(state.rng)
-        return state.replace(rng=rng), self.sac.policy_fn(state.actor_params, obs, key)[0]
-
     # -- stepping -----------------------------------------------------------------------------
     def _next_action_without_update(self) -> np.ndarray:
         if self.env_steps < self.warmup_steps:
@@ -209,7 +178,7 @@ class Trainer:
         padded, idx = self._stage(new_rows)
         if self.env_steps < self.warmup_steps or self._size == 0:
             if len(new_rows):
-                self._rows = self._insert(self._rows, padded, idx)
+                self._rows = _insert_jit(self._rows, padded, idx)
             return self._next_action_without_update()
         self.state, self._rows, action, self._metrics = self._fused(
             self.state, self._rows, padded, idx, np.int32(self._size), self._obs_flat,
@@ -328,5 +297,49 @@ class Trainer:
         self._begin_episode()
 
 
+# Jitted bodies live at module level with the learner as a static argument, so every Trainer
+# built on the same SAC shares one compilation (tests and resumes build several). Only the
+# replay rows are donated: callers may keep references to an old `trainer.state`.
+
+
 def _insert_rows(rows: jax.Array, new_rows: jax.Array, idx: jax.Array) -> jax.Array:
     return rows.at[idx].set(new_rows)
+
+
+_insert_jit = jax.jit(_insert_rows, donate_argnums=0)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=3)
+def _fused_jit(
+    sac: SAC,
+    n_demo: int,
+    state: SACState,
+    rows: jax.Array,
+    new_rows: jax.Array,
+    idx: jax.Array,
+    size: jax.Array,
+    obs: jax.Array,
+    demo_rows: jax.Array,
+) -> tuple[SACState, jax.Array, jax.Array, dict[str, jax.Array]]:
+    """Insert rows, sample utd minibatches on device, run the update block, act on ``obs``."""
+    cfg = sac.config
+    rows = _insert_rows(rows, new_rows, idx)
+    rng, key_online, key_demo, key_act = jax.random.split(state.rng, 4)
+    state = state.replace(rng=rng)
+    parts = []
+    if n_demo > 0:
+        parts.append(demo_rows[jax.random.randint(key_demo, (cfg.utd, n_demo), 0, len(demo_rows))])
+    if cfg.batch_size > n_demo:
+        pick = jax.random.randint(key_online, (cfg.utd, cfg.batch_size - n_demo), 0, size)
+        parts.append(rows[pick])
+    sample = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=1)
+    batch = unpack(sample, sac.obs_spec.dim, sac.action_spec.dim)
+    state, metrics = sac.update_fn(state, batch)
+    action = sac.policy_fn(state.actor_params, obs, key_act)[0]
+    return state, rows, action, metrics
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _act_only_jit(sac: SAC, state: SACState, obs: jax.Array) -> tuple[SACState, jax.Array]:
+    rng, key = jax.random.split(state.rng)
+    return state.replace(rng=rng), sac.policy_fn(state.actor_params, obs, key)[0]
