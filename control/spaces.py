@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from handrail.control.transforms import quat_normalize, quat_to_mat
+from handrail.control.transforms import quat_conj, quat_normalize, quat_rotate
 
 __all__ = ["ActionConfig", "EeCommand", "decode_action", "encode_action"]
 
@@ -104,8 +104,8 @@ class EeCommand:
         object.__setattr__(self, "gripper", float(self.gripper))
 
 
-def _rotation(cfg: ActionConfig, ee_quat: ArrayLike | None) -> NDArray[np.float64] | None:
-    """Matrix from the action frame to the base frame, or None for the base frame."""
+def _frame_quat(cfg: ActionConfig, ee_quat: ArrayLike | None) -> NDArray[np.float64] | None:
+    """Unit quaternion from the action frame to the base frame, or None for the base frame."""
     if cfg.frame == "base":
         return None
     if ee_quat is None:
@@ -113,7 +113,7 @@ def _rotation(cfg: ActionConfig, ee_quat: ArrayLike | None) -> NDArray[np.float6
     q = np.asarray(ee_quat, dtype=np.float64)
     if q.shape != (4,):
         raise ValueError(f"ee_quat must have shape (4,) as (w, x, y, z); got {q.shape}")
-    return quat_to_mat(quat_normalize(q))
+    return quat_normalize(q)
 
 
 def decode_action(action: ArrayLike, cfg: ActionConfig, ee_quat: ArrayLike | None) -> EeCommand:
@@ -142,13 +142,13 @@ def decode_action(action: ArrayLike, cfg: ActionConfig, ee_quat: ArrayLike | Non
         rotvec[2] = a[3] * cfg.max_rot_step_rad
     elif cfg.rotation == "full":
         rotvec = a[3:6] * cfg.max_rot_step_rad
-        norm = float(np.linalg.norm(rotvec))
+        norm = math.hypot(*rotvec.tolist())
         if norm > cfg.max_rot_step_rad:
             rotvec = rotvec * (cfg.max_rot_step_rad / norm)
-    rot = _rotation(cfg, ee_quat)
-    if rot is not None:
-        delta_pos = rot @ delta_pos
-        rotvec = rot @ rotvec
+    q = _frame_quat(cfg, ee_quat)
+    if q is not None:
+        delta_pos = quat_rotate(q, delta_pos)
+        rotvec = quat_rotate(q, rotvec)
     gripper = float(a[-1]) if cfg.gripper else 0.0
     return EeCommand(delta_pos_m=delta_pos, delta_rotvec_rad=rotvec, gripper=gripper)
 
@@ -177,17 +177,18 @@ def encode_action(
         raise TypeError(f"cmd must be an EeCommand; got {type(cmd).__name__}")
     delta_pos = cmd.delta_pos_m
     rotvec = cmd.delta_rotvec_rad
-    rot = _rotation(cfg, ee_quat)
-    if rot is not None:
-        delta_pos = rot.T @ delta_pos
-        rotvec = rot.T @ rotvec
+    q = _frame_quat(cfg, ee_quat)
+    if q is not None:
+        q_inv = quat_conj(q)
+        delta_pos = quat_rotate(q_inv, delta_pos)
+        rotvec = quat_rotate(q_inv, rotvec)
     out = np.empty(cfg.dim, dtype=np.float64)
     out[:3] = delta_pos / cfg.max_step_m
     if cfg.rotation == "yaw":
         out[3] = rotvec[2] / cfg.max_rot_step_rad
     elif cfg.rotation == "full":
         scaled = rotvec / cfg.max_rot_step_rad
-        norm = float(np.linalg.norm(scaled))
+        norm = math.hypot(*scaled.tolist())
         out[3:6] = scaled / norm if norm > 1.0 else scaled
     if cfg.gripper:
         out[-1] = cmd.gripper

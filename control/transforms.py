@@ -15,6 +15,8 @@ Every function accepts a single quaternion/vector or a batch with the component 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -43,10 +45,23 @@ def _as_vec(x: ArrayLike, size: int, name: str) -> NDArray[np.float64]:
     return arr
 
 
+def _mul_scalar(a: list[float], b: list[float]) -> list[float]:
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return [
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ]
+
+
 def quat_mul(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
     """Hamilton product ``a * b`` of ``(w, x, y, z)`` quaternions (rotation ``b`` then ``a``)."""
     a = _as_vec(a, 4, "a")
     b = _as_vec(b, 4, "b")
+    if a.ndim == 1 and b.ndim == 1:  # single quaternions: scalar math is ~10x faster
+        return np.array(_mul_scalar(a.tolist(), b.tolist()))
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
     return np.stack(
@@ -74,8 +89,8 @@ def quat_normalize(q: ArrayLike) -> NDArray[np.float64]:
             recover, so pass a valid orientation such as ``(1, 0, 0, 0)``.
     """
     q = _as_vec(q, 4, "q")
-    norm = np.linalg.norm(q, axis=-1, keepdims=True)
-    if not np.all(np.isfinite(norm)) or np.any(norm < 1e-12):
+    norm = np.sqrt(np.sum(q * q, axis=-1, keepdims=True))
+    if not np.isfinite(norm).all() or (norm < 1e-12).any():
         raise ValueError(f"q must be a finite quaternion with non-zero norm; got {q.tolist()}")
     return q / norm
 
@@ -126,6 +141,11 @@ def mat_to_quat(m: ArrayLike) -> NDArray[np.float64]:
 def rotvec_to_quat(v: ArrayLike) -> NDArray[np.float64]:
     """Unit quaternion of a rotation vector ``axis * angle`` (rad)."""
     v = _as_vec(v, 3, "v")
+    if v.ndim == 1:
+        vx, vy, vz = v.tolist()
+        theta = math.sqrt(vx * vx + vy * vy + vz * vz)
+        k = 0.5 - theta * theta / 48.0 if theta < _SMALL_ANGLE else math.sin(0.5 * theta) / theta
+        return np.array([math.cos(0.5 * theta), vx * k, vy * k, vz * k])
     angle = np.linalg.norm(v, axis=-1, keepdims=True)
     half = 0.5 * angle
     safe = np.where(angle < _SMALL_ANGLE, 1.0, angle)
@@ -140,10 +160,23 @@ def quat_to_rotvec(q: ArrayLike) -> NDArray[np.float64]:
     ``q`` and ``-q`` give the same result. Accepts non-unit quaternions (the norm cancels).
     """
     q = _as_vec(q, 4, "q")
+    if q.ndim == 1:
+        w, x, y, z = q.tolist() if q[0] >= 0 else (-q).tolist()
+        s = math.sqrt(x * x + y * y + z * z)
+        if s == 0.0 and w == 0.0:
+            raise ValueError("q must be a non-zero quaternion (w, x, y, z); got all zeros")
+        k = (
+            2.0 / w * (1.0 - (s / w) ** 2 / 3.0)
+            if s < _SMALL_ANGLE * w
+            else 2.0 * math.atan2(s, w) / s
+        )
+        return np.array([x * k, y * k, z * k])
     q = np.where(q[..., :1] < 0, -q, q)
     w = q[..., :1]
     xyz = q[..., 1:]
     s = np.linalg.norm(xyz, axis=-1, keepdims=True)
+    if ((s == 0.0) & (w == 0.0)).any():
+        raise ValueError("q must hold non-zero quaternions (w, x, y, z); got an all-zero one")
     angle = 2.0 * np.arctan2(s, w)
     small = s < _SMALL_ANGLE * np.maximum(w, 1e-300)
     # angle / s, with its series 2/w * (1 - (s/w)^2 / 3) when s is tiny relative to w.
@@ -157,6 +190,17 @@ def quat_rotate(q: ArrayLike, v: ArrayLike) -> NDArray[np.float64]:
     """Rotate vector(s) ``v`` by unit quaternion(s) ``q``: ``R(q) @ v``."""
     q = _as_vec(q, 4, "q")
     v = _as_vec(v, 3, "v")
+    if q.ndim == 1 and v.ndim == 1:
+        w, ux, uy, uz = q.tolist()
+        vx, vy, vz = v.tolist()
+        tx, ty, tz = 2.0 * (uy * vz - uz * vy), 2.0 * (uz * vx - ux * vz), 2.0 * (ux * vy - uy * vx)
+        return np.array(
+            [
+                vx + w * tx + uy * tz - uz * ty,
+                vy + w * ty + uz * tx - ux * tz,
+                vz + w * tz + ux * ty - uy * tx,
+            ]
+        )
     w = q[..., :1]
     u = q[..., 1:]
     t = 2.0 * np.cross(u, v)

@@ -123,6 +123,18 @@ def test_ee_frame_increment_is_body_increment(
     assert same_rotation(base, body)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(CONFIGS), QUATS, st.lists(st.floats(-50, 50), min_size=7, max_size=7))
+def test_decoded_steps_are_bounded(cfg: ActionConfig, q: np.ndarray, values: list[float]) -> None:
+    cmd = decode_action(np.asarray(values[: cfg.dim]), cfg, q)
+    # Per axis of the action frame; the base-frame length is the same rotation away.
+    assert np.linalg.norm(cmd.delta_pos_m) <= math.sqrt(3) * cfg.max_step_m * (1 + 1e-12)
+    assert np.linalg.norm(cmd.delta_rotvec_rad) <= cfg.max_rot_step_rad * (1 + 1e-12)
+    assert -1.0 <= cmd.gripper <= 1.0
+    if cfg.rotation == "none":
+        assert not np.any(cmd.delta_rotvec_rad)
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from(CONFIGS), QUATS, st.lists(UNIT, min_size=7, max_size=7))
 def test_encode_inverts_decode(cfg: ActionConfig, q: np.ndarray, values: list[float]) -> None:

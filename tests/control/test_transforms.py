@@ -142,6 +142,24 @@ def test_yaw_round_trip_including_gripper_down(yaw: float) -> None:
     assert yaw_from_quat(down) == pytest.approx(yaw)
 
 
+def test_single_fast_paths_match_batched_paths() -> None:
+    rng = np.random.default_rng(1)
+    q = quat_normalize(rng.normal(size=(64, 4)))
+    q[:8, 0] = -np.abs(q[:8, 0])  # negative w: the shortest-rotation flip
+    v = rng.normal(size=(64, 3)) * rng.choice([1e-9, 0.1, 1.0, 3.1], size=(64, 1))
+    batched = {
+        "mul": quat_mul(q, q[::-1]),
+        "rotate": quat_rotate(q, v),
+        "to_quat": rotvec_to_quat(v),
+        "to_rotvec": quat_to_rotvec(q),
+    }
+    for i in range(64):
+        np.testing.assert_allclose(quat_mul(q[i], q[63 - i]), batched["mul"][i], atol=1e-15)
+        np.testing.assert_allclose(quat_rotate(q[i], v[i]), batched["rotate"][i], atol=1e-14)
+        np.testing.assert_allclose(rotvec_to_quat(v[i]), batched["to_quat"][i], atol=1e-15)
+        np.testing.assert_allclose(quat_to_rotvec(q[i]), batched["to_rotvec"][i], atol=1e-14)
+
+
 def test_batches_broadcast() -> None:
     rng = np.random.default_rng(0)
     q = quat_normalize(rng.normal(size=(5, 4)))
@@ -158,6 +176,10 @@ def test_batches_broadcast() -> None:
 def test_bad_input_gets_clear_errors() -> None:
     with pytest.raises(ValueError, match="non-zero norm"):
         quat_normalize([0, 0, 0, 0])
+    with pytest.raises(ValueError, match="non-zero quaternion"):
+        quat_to_rotvec([0, 0, 0, 0])
+    with pytest.raises(ValueError, match="non-zero quaternions"):
+        quat_to_rotvec(np.zeros((2, 4)))
     with pytest.raises(ValueError, match=r"q must have shape \(\.\.\., 4\)"):
         quat_to_rotvec([1, 0, 0])
     with pytest.raises(ValueError, match=r"m must have shape"):
