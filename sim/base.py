@@ -37,6 +37,7 @@ by one step (2 ms).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -45,9 +46,8 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from handrail.control.safety import SafetyFilter, SafetyLimits
+from handrail.control.safety import SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, EeCommand, decode_action, encode_action
-from handrail.control.transforms import quat_mul, rotvec_to_quat
 from handrail.sim import arm
 from handrail.sim.controller import ControllerConfig, OperationalSpaceController
 
@@ -64,6 +64,7 @@ _start = 0
 for _name, _size in PROPRIO_LAYOUT:
     PROPRIO_SLICES[_name] = slice(_start, _start + _size)
     _start += _size
+_REPORT_FLAGS = tuple(f.name for f in dataclasses.fields(SafetyReport))
 
 
 def default_safety() -> SafetyLimits:
@@ -185,6 +186,15 @@ class ArmEnv(gymnasium.Env):
         self._target_pos = np.zeros(3)
         self._target_quat = np.array([0.0, 1.0, 0.0, 0.0])
         self._steps = 0
+        # Hot-path views into data (its arrays never move) and preallocated buffers.
+        self._site_pos, self._site_mat = (
+            self.data.site_xpos[self._tcp],
+            self.data.site_xmat[self._tcp],
+        )
+        self._proprio_buf = np.zeros(PROPRIO_DIM)
+        self._quat_buf = self._proprio_buf[PROPRIO_SLICES["ee_quat_wxyz"]]
+        self._finger_ids = [int(i) for i in self._fingers]
+        self._finger_adr = [int(i) for i in self._finger_qpos]
 
     # ----- task hooks -------------------------------------------------------------------------
     def scene_fragments(self) -> dict[str, str]:
@@ -219,26 +229,36 @@ class ArmEnv(gymnasium.Env):
     @property
     def ee_quat(self) -> np.ndarray:
         """Tool orientation (w, x, y, z), sign chosen near the nominal gripper-down (0, 1, 0, 0)."""
-        quat = np.zeros(4)
-        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self._tcp])
-        return -quat if quat[1] < 0 else quat
+        return self._read_ee_quat().copy()
+
+    def _read_ee_quat(self) -> np.ndarray:
+        """ee_quat written into the proprio buffer (no allocation; valid until overwritten)."""
+        quat = self._quat_buf
+        mujoco.mju_mat2Quat(quat, self._site_mat)
+        if quat[1] < 0:
+            mujoco.mju_scl(quat, quat, -1.0)
+        return quat
 
     @property
     def gripper_opening_m(self) -> float:
         """Distance between the fingers (m)."""
-        return float(self.data.qpos[self._finger_qpos].sum())
+        qpos, (left, right) = self.data.qpos, self._finger_adr
+        return float(qpos[left] + qpos[right])
 
     def _proprio(self) -> np.ndarray:
-        mujoco.mj_objectVelocity(
-            self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, self._vel, 0
-        )
-        return np.concatenate(
-            [self.ee_pos, self.ee_quat, self._vel[3:], self._vel[:3], [self.gripper_opening_m]]
-        ).astype(np.float32)
+        buf, vel = self._proprio_buf, self._vel
+        buf[0:3] = self._site_pos
+        self._read_ee_quat()
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, vel, 0)
+        buf[7:10] = vel[3:]
+        buf[10:13] = vel[:3]
+        buf[13] = self.gripper_opening_m
+        return buf.astype(np.float32)  # a fresh array: callers may keep observations
 
     def _get_obs(self) -> dict[str, np.ndarray]:
         obs = {"proprio": self._proprio()}
-        obs.update({k: np.asarray(v, dtype=np.float32) for k, v in self.task_obs().items()})
+        for key, value in self.task_obs().items():
+            obs[key] = np.asarray(value, dtype=np.float32)
         if self.config.cameras:
             if self._renderer is None:
                 size = self.config.image_size
@@ -273,22 +293,30 @@ class ArmEnv(gymnasium.Env):
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Apply one end-effector delta action for ``control_dt_s``."""
         cfg = self.config
-        pos, quat = self.ee_pos, self.ee_quat
-        cmd = decode_action(action, cfg.action, quat)
-        target_pos = self._target_pos + cmd.delta_pos_m
-        target_quat = quat_mul(rotvec_to_quat(cmd.delta_rotvec_rad), self._target_quat)
-        target_pos, target_quat, report = self.safety.filter(pos, quat, target_pos, target_quat)
+        quat = tuple(self._read_ee_quat().tolist())
+        (dx, dy, dz), rotvec, gripper = _decode(action, cfg.action, quat)
+        tx, ty, tz = self._target_pos.tolist()
+        target_quat = self._target_quat
+        if rotvec is not None:
+            target_quat = _qmul(_rotvec_quat(*rotvec), tuple(target_quat.tolist()))
+        pos = tuple(self._site_pos.tolist())
+        target_pos, target_quat, report = self.safety.filter(
+            pos, quat, (tx + dx, ty + dy, tz + dz), target_quat
+        )
         self._target_pos, self._target_quat = target_pos, target_quat
         self.controller.set_target(target_pos, target_quat)
         if cfg.action.gripper:
-            self.data.ctrl[self._fingers] = arm.finger_target_m(cmd.gripper)
+            finger_m = arm.FINGER_MAX_M * (1.0 - min(max(gripper, -1.0), 1.0)) / 2.0
+            ctrl, (left, right) = self.data.ctrl, self._finger_ids
+            ctrl[left] = ctrl[right] = finger_m
         self.controller.step(cfg.substeps)
         self._steps += 1
-        success = self.is_success()
+        success = bool(self.is_success())
         reward = float(success) if cfg.reward == "sparse" else float(self.dense_reward())
-        terminated = bool(success and cfg.terminate_on_success)
+        terminated = success and cfg.terminate_on_success
         truncated = self._steps >= cfg.episode_steps
-        info = {"success": success, "is_success": success, "safety": report.as_dict()}
+        flags = {name: getattr(report, name) for name in _REPORT_FLAGS}
+        info = {"success": success, "is_success": success, "safety": flags}
         return self._get_obs(), reward, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:
@@ -308,6 +336,57 @@ class ArmEnv(gymnasium.Env):
             if renderer is not None:
                 renderer.close()
                 setattr(self, name, None)
+
+
+def _decode(
+    action: Any, cfg: ActionConfig, ee_quat: tuple[float, ...]
+) -> tuple[tuple[float, float, float], tuple[float, float, float] | None, float]:
+    """:func:`decode_action` in scalar math: translation, rotation vector (None: no rotation
+    in the layout) and gripper, base frame. Same clipping, scaling and NaN pass-through."""
+    arr = np.asarray(action)
+    if arr.shape != (cfg.dim,) or arr.dtype.kind not in "fiu":
+        decode_action(action, cfg, ee_quat)  # raises its clear error
+    a = [min(max(v, -1.0), 1.0) for v in arr.tolist()]
+    step, rot_step = cfg.max_step_m, cfg.max_rot_step_rad
+    pos = (a[0] * step, a[1] * step, a[2] * step)
+    rotvec = None
+    if cfg.rotation == "yaw":
+        rotvec = (0.0, 0.0, a[3] * rot_step)
+    elif cfg.rotation == "full":
+        rx, ry, rz = a[3] * rot_step, a[4] * rot_step, a[5] * rot_step
+        norm = math.sqrt(rx * rx + ry * ry + rz * rz)
+        k = rot_step / norm if norm > rot_step else 1.0
+        rotvec = (rx * k, ry * k, rz * k)
+    if cfg.frame == "ee":
+        pos = _rotate(ee_quat, pos)
+        rotvec = None if rotvec is None else _rotate(ee_quat, rotvec)
+    return pos, rotvec, (a[-1] if cfg.gripper else 0.0)
+
+
+def _rotate(q: tuple[float, ...], v: tuple[float, float, float]) -> tuple[float, float, float]:
+    """``quat_to_mat(q) @ v``: ``v`` rotated by ``q`` (normalised here), as ``q v q*``."""
+    n2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    _, x, y, z = _qmul(_qmul(q, (0.0, *v)), (q[0], -q[1], -q[2], -q[3]))
+    return (x / n2, y / n2, z / n2)
+
+
+def _rotvec_quat(vx: float, vy: float, vz: float) -> tuple[float, float, float, float]:
+    """``rotvec_to_quat`` in scalar math (same small-angle series)."""
+    angle = math.sqrt(vx * vx + vy * vy + vz * vz)
+    k = 0.5 - angle * angle / 48.0 if angle < 1e-6 else math.sin(0.5 * angle) / angle
+    return (math.cos(0.5 * angle), vx * k, vy * k, vz * k)
+
+
+def _qmul(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """Hamilton product ``a * b`` of (w, x, y, z) quaternions."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    )
 
 
 def expert_action(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium
 import numpy as np
 import pytest
@@ -9,7 +11,10 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from handrail import sim
-from handrail.control.safety import SafetyLimits
+from handrail.control.safety import SafetyLimits, SafetyReport
+from handrail.control.spaces import ActionConfig, decode_action
+from handrail.control.transforms import quat_mul, rotvec_to_quat
+from handrail.sim import base
 
 TASKS = sim.available_tasks()
 
@@ -121,3 +126,71 @@ def test_dense_reward_is_shaped() -> None:
     env.reset(seed=0)
     _, reward, *_ = env.step(np.zeros(env.action_space.shape, np.float32))
     assert -1.0 < reward < 0.0
+
+
+@pytest.mark.parametrize("frame", ["base", "ee"])
+@pytest.mark.parametrize("rotation", ["none", "yaw", "full"])
+@pytest.mark.parametrize("gripper", [True, False])
+def test_scalar_decode_matches_decode_action(frame: str, rotation: str, gripper: bool) -> None:
+    cfg = ActionConfig(frame=frame, rotation=rotation, gripper=gripper)  # type: ignore[arg-type]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        action = rng.uniform(-1.6, 1.6, cfg.dim).astype(np.float32)
+        quat = rng.normal(size=4)
+        quat *= rng.uniform(0.5, 2.0) / np.linalg.norm(quat)  # not unit: both normalise
+        ref = decode_action(action, cfg, quat)
+        pos, rotvec, grip = base._decode(action, cfg, tuple(quat))
+        np.testing.assert_allclose(pos, ref.delta_pos_m, rtol=0, atol=1e-12)
+        expected_rot = np.zeros(3) if rotvec is None else rotvec
+        np.testing.assert_allclose(expected_rot, ref.delta_rotvec_rad, rtol=0, atol=1e-12)
+        assert (rotvec is None) == (rotation == "none")
+        assert grip == ref.gripper
+
+
+def test_scalar_decode_passes_nan_through_and_rejects_bad_shapes() -> None:
+    cfg = ActionConfig(rotation="yaw")
+    pos, rotvec, grip = base._decode(np.array([np.nan, 2.0, -2.0, 0.5, np.nan]), cfg, (0, 1, 0, 0))
+    assert np.isnan(pos[0]) and pos[1:] == (cfg.max_step_m, -cfg.max_step_m)
+    assert rotvec == (0.0, 0.0, 0.5 * cfg.max_rot_step_rad) and np.isnan(grip)
+    with pytest.raises(ValueError, match="action must have shape"):
+        base._decode(np.zeros(3), cfg, (0, 1, 0, 0))
+
+
+def test_scalar_quaternion_composition_matches_transforms() -> None:
+    rng = np.random.default_rng(4)
+    for scale in (1e-9, 1e-3, 0.3, 3.0):
+        v = rng.normal(size=3) * scale
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        ref = quat_mul(rotvec_to_quat(v), q)
+        np.testing.assert_allclose(base._qmul(base._rotvec_quat(*v), tuple(q)), ref, atol=1e-15)
+
+
+def test_env_step_target_matches_the_reference_pipeline() -> None:
+    """The env's target after a step is decode_action + rotvec composition + safety filter."""
+    env = sim.make("pick_cube").unwrapped
+    env.reset(seed=5)
+    action = np.array([0.7, -1.0, 0.4, 0.9, 0.2], np.float32)
+    pos, quat = env.ee_pos, env.ee_quat
+    prev_pos, prev_quat = env._target_pos.copy(), env._target_quat.copy()
+    cmd = decode_action(action, env.config.action, quat)
+    target_quat = quat_mul(rotvec_to_quat(cmd.delta_rotvec_rad), prev_quat)
+    ref_pos, ref_quat, _ = env.safety.filter(pos, quat, prev_pos + cmd.delta_pos_m, target_quat)
+    *_, info = env.step(action)
+    np.testing.assert_allclose(env._target_pos, ref_pos, atol=1e-12)
+    np.testing.assert_allclose(env._target_quat, ref_quat, atol=1e-12)
+    assert set(info["safety"]) == {f.name for f in dataclasses.fields(SafetyReport)}
+
+
+def test_observations_are_fresh_arrays() -> None:
+    env = sim.make("reach")
+    first, _ = env.reset(seed=0)
+    kept = {k: v.copy() for k, v in first.items()}
+    second, *_ = env.step(np.ones(env.action_space.shape, np.float32))
+    for key in first:
+        assert not np.shares_memory(first[key], second[key])
+        np.testing.assert_array_equal(first[key], kept[key])  # stepping did not overwrite it
+    second["proprio"][:] = 0.0
+    third, *_ = env.step(np.zeros(env.action_space.shape, np.float32))
+    assert np.any(third["proprio"] != 0.0)
+    np.testing.assert_allclose(third["proprio"][:3], env.unwrapped.ee_pos, atol=1e-6)
