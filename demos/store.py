@@ -21,9 +21,10 @@ import numpy as np
 
 from handrail.demos import _zarr
 from handrail.demos._commit import FaultHook, atomic_write_json, clean_temp_files, fsync_paths
-from handrail.demos._flush import PENDING_NAME, EpisodeInfo, Flusher, StagingBlock, read_pending
+from handrail.demos._flush import PENDING_NAME, EpisodeInfo, Flusher, StagingBlock
 from handrail.demos._lock import LOCK_NAME, StoreLock
-from handrail.demos.errors import NotAStoreError, StoreCorruptError, StoreError
+from handrail.demos._recover import prepare_dir, recover_pending
+from handrail.demos.errors import StoreError
 from handrail.demos.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -340,7 +341,7 @@ def create_store(
     if not isinstance(task, str) or not task:
         raise ValueError(f"task={task!r} must be a non-empty str")
     root = Path(path)
-    _prepare_dir(root, overwrite)
+    prepare_dir(root, overwrite)
     lock = StoreLock(root)
     lock.acquire()
     try:
@@ -377,26 +378,6 @@ def create_store(
     return writer
 
 
-def _prepare_dir(root: Path, overwrite: bool) -> None:
-    if root.exists() and not root.is_dir():
-        raise FileExistsError(f"{root} exists and is not a directory; choose another path")
-    if root.is_dir() and any(p.name != LOCK_NAME for p in root.iterdir()):
-        if not overwrite:
-            raise FileExistsError(
-                f"{root} already exists: pass overwrite=True to replace it, or open_writer(path) "
-                "to append to it"
-            )
-        try:
-            read_root_document(root)
-        except NotAStoreError:
-            raise ValueError(
-                f"refusing to overwrite {root}: it is not a handrail episode store"
-            ) from None
-        except StoreError:
-            pass  # a damaged or newer store may be replaced on purpose
-    root.mkdir(parents=True, exist_ok=True)
-
-
 def open_writer(
     path: str | Path,
     *,
@@ -422,7 +403,7 @@ def open_writer(
     try:
         clean_temp_files(root)
         writer = EpisodeWriter(root, lock, durable=durable)
-        writer.recovery = _recover(writer, recover)
+        writer.recovery = recover_pending(writer, recover)
         writer._flusher.trim()
         (root / PENDING_NAME).unlink(missing_ok=True)
     except BaseException:
@@ -430,33 +411,3 @@ def open_writer(
         raise
     writer._start()
     return writer
-
-
-def _recover(writer: EpisodeWriter, mode: str) -> dict[str, Any]:
-    """Drop or keep (as truncated) the episode a crashed writer left half written."""
-    fl = writer._flusher
-    rec = read_pending(writer.path)
-    t0, e0 = fl.num_steps, fl.num_episodes
-    if rec is None or rec.get("start_step") != t0 or rec.get("episode") != e0:
-        return {"action": "none", "episode": None, "steps": 0}
-    n = int(rec.get("rows", 0))
-    if mode == "truncate" and n >= 2:
-        try:
-            rows = {
-                d.path: _zarr.read_rows(writer.path, fl.arrays[d.path], d, t0, t0 + n)
-                for d in fl.step_defs
-            }
-        except StoreCorruptError:
-            rows = None
-        if rows is not None:
-            info = EpisodeInfo(e0, str(rec["task"]), rec.get("seed"), float(rec["start_time"]))
-            info.num_intervened = int(np.count_nonzero(rows["data/intervention"][: n - 1]))
-            info.recovered, info.start, info.end = True, t0, t0 + n - 1
-            # The last stored step has no next observation: its obs becomes the final one.
-            info.final_obs = {f.name: rows[f"data/obs/{f.name}"][n - 1] for f in writer.obs_fields}
-            edit = (fl.arrays["data/truncated"], t0 + n - 2, np.ones(1, dtype=bool))
-            fl._written = t0 + n
-            fl.commit([info], edits=[edit])
-            writer._next_id = fl.num_episodes
-            return {"action": "truncated", "episode": e0, "steps": n - 1}
-    return {"action": "dropped", "episode": e0, "steps": n}

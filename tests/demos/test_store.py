@@ -115,7 +115,7 @@ def test_round_trip_every_dtype_and_shape(tmp_path: Path) -> None:
 def test_ram_copy_equals_disk_copy_and_streaming(tmp_path: Path) -> None:
     fields = [FieldSpec("state", "float32", (4,)), FieldSpec("front", "uint8", (16, 16, 3))]
     rng = np.random.default_rng(1)
-    lengths = [int(n) for n in rng.integers(1, 40, 60)]
+    lengths = [int(n) for n in rng.integers(1, 40, 30)]
     with create_store(
         tmp_path / "s",
         kind="rollout",
