@@ -1,0 +1,230 @@
+"""``handrail bench learner``: handrail's SAC loop side by side with SBX and SB3.
+
+Every measurement runs in a fresh Python process pinned (``os.sched_setaffinity``, before JAX
+or torch are imported) to the same CPU set, and torch gets one intra-op thread per pinned CPU
+(``torch.set_num_threads``, see below). JAX (handrail and SBX) sizes its CPU thread pool from the
+affinity mask. So all three learners see exactly the same cores; torch additionally gets
+``--torch-threads`` intra-op threads (default 1: on a shared 2-core machine torch with 2
+threads collapses, 1 is steadier, see REFERENCE.md).
+
+Same network sizes (actor and critics ``hidden``), same batch, 2 critics, no LayerNorm for the
+head-to-head rows; random warm-up, then one env step + ``utd`` gradient steps per env step
+(SB3/SBX: ``train_freq=1, gradient_steps=utd``; note SB3/SBX update the actor at every
+gradient step, handrail once per block as RLPD does). The RLPD row is handrail with 10
+LayerNorm critics, subset 2, UTD 20.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+LEARNERS = ("handrail", "sbx", "sb3")
+"""Learners the bench knows."""
+
+
+def _make_env(name: str, flatten: bool) -> Any:
+    import gymnasium as gym
+
+    if name in ("reach", "pick_cube", "peg_insert", "push"):
+        from handrail import sim
+
+        env = sim.make(name)
+    else:
+        env = gym.make(name)
+    if flatten and isinstance(env.observation_space, gym.spaces.Dict):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
+    from handrail.learners.loop import Trainer
+    from handrail.learners.sac import SAC, SACConfig
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    env = _make_env(spec["env"], flatten=False)
+    cfg = SACConfig(
+        hidden_dims=tuple(spec["hidden"]),
+        num_critics=spec["num_critics"],
+        critic_subset=2,
+        critic_layer_norm=spec["layer_norm"],
+        utd=spec["utd"],
+        batch_size=spec["batch"],
+    )
+    sac = SAC(
+        ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space), cfg
+    )
+    capacity = spec["warmup"] + spec["steps"] + 100
+    trainer = Trainer(env, sac, seed=0, warmup_steps=spec["warmup"], buffer_capacity=capacity)
+    trainer.run(spec["warmup"] + 3)  # warm-up plus the first updates (compilation)
+    start = time.perf_counter()
+    trainer.run(spec["steps"])
+    return {"seconds": time.perf_counter() - start}
+
+
+def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
+    if spec["learner"] == "sb3":
+        import torch
+        from stable_baselines3 import SAC as PeerSAC
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        torch.set_num_threads(spec["torch_threads"])
+        extra: dict[str, Any] = {"device": "cpu"}
+    else:
+        from sbx import SAC as PeerSAC
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        extra = {}
+    first, last = spec["warmup"] + 3, spec["warmup"] + 3 + spec["steps"]
+    marks: dict[int, float] = {}
+
+    class Clock(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps in (first, last):
+                marks[self.num_timesteps] = time.perf_counter()
+            return self.num_timesteps < last
+
+    model = PeerSAC(
+        "MlpPolicy",
+        _make_env(spec["env"], flatten=True),
+        learning_starts=spec["warmup"],
+        batch_size=spec["batch"],
+        train_freq=1,
+        gradient_steps=spec["utd"],
+        buffer_size=last + 100,
+        policy_kwargs={"net_arch": list(spec["hidden"])},
+        seed=0,
+        verbose=0,
+        **extra,
+    )
+    model.learn(total_timesteps=last + 10, callback=Clock())
+    return {"seconds": marks[last] - marks[first]}
+
+
+def _worker(spec: dict[str, Any]) -> dict[str, float]:
+    """Runs inside the pinned child process."""
+    os.sched_setaffinity(0, spec["cpus"])
+    result = _run_handrail(spec) if spec["learner"] == "handrail" else _run_peer(spec)
+    steps_per_s = spec["steps"] / result["seconds"]
+    return {
+        "env_steps_per_s": steps_per_s,
+        "ms_per_update": 1000.0 / (steps_per_s * spec["utd"]),
+        "updates_per_s": steps_per_s * spec["utd"],
+    }
+
+
+def _measure(spec: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "handrail.launch.bench_learner_cmd", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {**spec, "error": " / ".join(tail) or f"exit code {proc.returncode}"}
+    return {**spec, **json.loads(lines[-1])}
+
+
+def _sim_available() -> str | None:
+    try:
+        from handrail import sim
+    except ImportError as err:
+        return f"handrail.sim cannot be imported ({err})"
+    if "pick_cube" not in sim.available_tasks():
+        return "handrail.sim has no pick_cube task yet"
+    return None
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    print("| env | UTD | learner | env steps/s | ms / grad update | vs SBX | vs SB3 |")
+    print("|---|---|---|---|---|---|---|")
+    by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['env']} | {r['utd']} | {r['label']} | error: {r['error']} | | | |")
+            continue
+        ratios = []
+        for peer in ("sbx", "sb3"):
+            other = by_key.get((r["env"], r["utd"], peer, 2), {})
+            ok = "env_steps_per_s" in other and r["learner"] != peer
+            ratios.append(f"{r['env_steps_per_s'] / other['env_steps_per_s']:.2f}x" if ok else "")
+        print(
+            f"| {r['env']} | {r['utd']} | {r['label']} | {r['env_steps_per_s']:.1f} | "
+            f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} |"
+        )
+    for r in rows:
+        if r["num_critics"] > 2 and "updates_per_s" in r:
+            print(f"RLPD config on {r['env']}: {r['updates_per_s']:.1f} gradient updates/s")
+
+
+def bench_learner(
+    steps: int = 500,
+    warmup: int = 1000,
+    envs: tuple[str, ...] = ("HalfCheetah-v5", "pick_cube"),
+    utds: tuple[int, ...] = (1, 20),
+    learners: tuple[str, ...] = LEARNERS,
+    rlpd: bool = True,
+    hidden: tuple[int, ...] = (256, 256),
+    batch: int = 256,
+    cpus: tuple[int, ...] | None = None,
+    torch_threads: int = 1,
+    out: Path | None = None,
+) -> int:
+    """Env steps/s after warm-up, ms per gradient update and ratios vs SBX and SB3.
+
+    Args:
+        steps: timed env steps per measurement (after warm-up and the first compiled updates);
+            at UTD 20 a fifth of them is used (floor 10).
+        warmup: random env steps before learning starts.
+        envs: Gymnasium ids or handrail task names.
+        utds: gradient steps per env step to compare.
+        learners: any of handrail, sbx, sb3.
+        rlpd: also measure handrail's RLPD configuration (10 LayerNorm critics, UTD 20).
+        hidden: hidden widths of actor and critics (all learners).
+        batch: minibatch size (all learners).
+        cpus: CPU ids every measurement is pinned to; default: this process's affinity.
+        torch_threads: torch intra-op threads for SB3 (inside the same pinned CPU set).
+        out: optional JSON file for the rows.
+
+    Returns:
+        0, or 1 when a measurement failed.
+    """
+    unknown = set(learners) - set(LEARNERS)
+    if unknown:
+        raise ValueError(f"--learners: unknown {sorted(unknown)}; choose from {LEARNERS}")
+    cpus = tuple(sorted(os.sched_getaffinity(0))) if cpus is None else cpus
+    base = {"warmup": warmup, "hidden": list(hidden), "batch": batch, "cpus": list(cpus),
+            "torch_threads": torch_threads}  # fmt: skip
+    print(f"pinned to CPUs {list(cpus)}; torch threads = {torch_threads}; batch {batch}; "
+          f"hidden {list(hidden)}")  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for env in envs:
+        if env == "pick_cube" and (why := _sim_available()):
+            print(f"skipping pick_cube: {why}")
+            continue
+        jobs = [(utd, lr, 2, False, lr) for utd in utds for lr in learners]
+        if rlpd:
+            jobs.append((20, "handrail", 10, True, "handrail RLPD (10 LN critics)"))
+        for utd, learner, critics, layer_norm, label in jobs:
+            n = steps if utd == 1 else max(10, steps // 5)
+            spec = {**base, "env": env, "utd": utd, "learner": learner, "steps": n,
+                    "num_critics": critics, "layer_norm": layer_norm, "label": label}  # fmt: skip
+            rows.append(_measure(spec))
+            print(f"  measured {env} UTD {utd} {label}", file=sys.stderr)
+    _print_table(rows)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2))
+    return int(any("error" in r for r in rows))
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(json.loads(sys.argv[1]))))
