@@ -6,6 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from handrail.control.transforms import quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 from handrail.sim import arm
 from handrail.sim.controller import ControllerConfig, OperationalSpaceController
 
@@ -59,3 +60,33 @@ def test_bad_gains_are_rejected() -> None:
         ControllerConfig(refresh_substeps=0)
     with pytest.raises(ValueError, match="stiffness_1_s2"):
         ControllerConfig(stiffness_1_s2=-1.0)
+
+
+def test_refresh_writes_the_impedance_law() -> None:
+    """Tendon rows W, null row v and set-points r encode J^T Lambda (e0 + J q0) as in the doc."""
+    model, data, ctrl = _setup(50)
+    data.qvel[:7] = np.linspace(-0.3, 0.3, 7)
+    mujoco.mj_forward(model, data)
+    pos0, quat0 = ctrl.ee_pose()
+    target_quat = quat_mul(rotvec_to_quat(np.array([0.1, -0.2, 0.15])), quat0)
+    ctrl.set_target(pos0 + np.array([0.03, -0.02, 0.05]), target_quat)
+    ctrl.refresh()
+    jacp, jacr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
+    mujoco.mj_jacSite(model, data, jacp, jacr, model.site(arm.TCP_SITE).id)
+    jac = np.vstack([jacp, jacr])
+    mass = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, mass)
+    lam = np.linalg.inv(jac @ np.linalg.solve(mass, jac.T) + 1e-4 * np.eye(6))
+    jn = jac[:, :7]
+    osc0 = model.actuator("osc0").id
+    wrap = model.wrap_prm[model.tendon_adr[model.tendon("osc0").id] :][:49].reshape(7, 7)
+    w, v = wrap[:6], wrap[6]
+    np.testing.assert_allclose(w.T @ w, jn.T @ lam @ jn, rtol=1e-9, atol=1e-9)
+    assert np.linalg.norm(jn @ v) < 1e-9 and abs(np.linalg.norm(v) - 1.0) < 1e-12
+    err = np.concatenate(
+        [ctrl.target_pos - pos0, quat_to_rotvec(quat_mul(target_quat, quat_conj(quat0)))]
+    )
+    q0 = data.qpos[:7] - model.opt.timestep * data.qvel[:7]
+    r = data.ctrl[osc0 : osc0 + 6]
+    np.testing.assert_allclose(w.T @ r, jn.T @ lam @ (err + jn @ q0), rtol=1e-8, atol=1e-8)
+    assert data.ctrl[osc0 + 6] == pytest.approx(v @ np.asarray(arm.HOME_QPOS_RAD))
