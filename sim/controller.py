@@ -145,7 +145,8 @@ class OperationalSpaceController:
     def set_target(self, pos_m: np.ndarray, quat: np.ndarray) -> None:
         """Set the end-effector target (world frame position in m, quaternion w, x, y, z)."""
         self.target_pos[:] = pos_m
-        self.target_quat[:] = quat / np.linalg.norm(quat)
+        self.target_quat[:] = quat
+        mujoco.mju_normalize4(self.target_quat)
 
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """End-effector position (m) and quaternion (w, x, y, z) from the last kinematics pass."""
