@@ -67,7 +67,7 @@ class EpisodeStats:
     length: int
     """Env steps in the episode."""
     success: bool | None
-    """``info[success_key]`` at the last step, or None when the env does not report it."""
+    """``info[success_key]`` (else ``info["is_success"]``) at the last step; None if absent."""
 
 
 def _check_specs(env: gym.Env, sac: SAC) -> None:
@@ -216,7 +216,7 @@ class Trainer:
         self._ep_len += 1
         finished: list[EpisodeStats] = []
         if terminated or truncated:
-            success = info.get(self.success_key)
+            success = info.get(self.success_key, info.get("is_success"))
             finished.append(
                 EpisodeStats(self._ep_return, self._ep_len, None if success is None else bool(success))
             )  # fmt: skip
