@@ -26,6 +26,10 @@ Writing a task (one file in ``sim/tasks/``, discovered automatically)
    :func:`expert_action` so they go through the same ``encode_action`` as teleop.
 4. ``TASK = TaskSpec(name, ConfigCls, EnvCls, ExpertCls)`` at module level.
 
+``task_obs()``, ``is_success()`` and ``dense_reward()`` run every env step, next to about 0.3-1 ms
+of physics: keep them cheap (look ids up once in ``__init__`` rather than ``model.site(name)``
+per call, avoid chains of small NumPy calls). ``handrail bench sim`` shows the cost per task.
+
 Observations are a Dict: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), the task's keys, and uint8
 ``H x W x 3`` images for each name in ``config.cameras``. Reward is 1.0 on success (sparse) or the
 task's dense reward; ``info["success"]`` is set on every step. Success terminates the episode when
