@@ -121,7 +121,8 @@ def decode_action(action: ArrayLike, cfg: ActionConfig, ee_quat: ArrayLike | Non
 
     Args:
         action: shape ``(cfg.dim,)``, laid out as ``cfg.names``; clipped to ``[-1, 1]``.
-            Non-finite entries are passed through (the safety filter holds the pose on them).
+            Non-finite entries (NaN and +-inf) become NaN, so the safety filter holds the pose:
+            an infinite policy output is a fault, not a request for a full-scale step.
         cfg: the action layout and scales.
         ee_quat: current end-effector orientation ``(w, x, y, z)`` in the base frame; used only
             when ``cfg.frame == "ee"`` (may be None otherwise).
@@ -135,7 +136,7 @@ def decode_action(action: ArrayLike, cfg: ActionConfig, ee_quat: ArrayLike | Non
         raise ValueError(
             f"action must have shape ({cfg.dim},) for names {cfg.names}; got shape {a.shape}"
         )
-    a = np.clip(a, -1.0, 1.0)
+    a = np.clip(np.where(np.isfinite(a), a, np.nan), -1.0, 1.0)
     delta_pos = a[:3] * cfg.max_step_m
     rotvec = np.zeros(3)
     if cfg.rotation == "yaw":

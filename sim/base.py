@@ -309,7 +309,9 @@ class ArmEnv(gymnasium.Env):
         )
         self._target_pos, self._target_quat = target_pos, target_quat
         self.controller.set_target(target_pos, target_quat)
-        if cfg.action.gripper:
+        if cfg.action.gripper and math.isfinite(gripper):
+            # A non-finite gripper command holds the fingers where they are, as the safety
+            # filter holds the pose for a non-finite target (min/max would pass NaN through).
             finger_m = arm.FINGER_MAX_M * (1.0 - min(max(gripper, -1.0), 1.0)) / 2.0
             ctrl, (left, right) = self.data.ctrl, self._finger_ids
             ctrl[left] = ctrl[right] = finger_m
@@ -350,7 +352,8 @@ def _decode(
     arr = np.asarray(action)
     if arr.shape != (cfg.dim,) or arr.dtype.kind not in "fiu":
         decode_action(action, cfg, ee_quat)  # raises its clear error
-    a = [min(max(v, -1.0), 1.0) for v in arr.tolist()]
+    # Non-finite entries become NaN (min/max keep a leading NaN) so the filter holds the pose.
+    a = [min(max(v, -1.0), 1.0) if math.isfinite(v) else math.nan for v in arr.tolist()]
     step, rot_step = cfg.max_step_m, cfg.max_rot_step_rad
     pos = (a[0] * step, a[1] * step, a[2] * step)
     rotvec = None

@@ -199,3 +199,15 @@ def test_bad_shapes_get_clear_errors() -> None:
         EeCommand(np.zeros(2), np.zeros(3))
     with pytest.raises(TypeError, match="EeCommand"):
         encode_action(np.zeros(5), cfg, DOWN)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_action_entries_become_nan_not_full_scale(bad: float) -> None:
+    """An infinite policy output is a fault: it must reach the safety filter as NaN (hold),
+    never as a clipped full-scale step."""
+    cfg = ActionConfig(rotation="yaw")
+    action = np.zeros(cfg.dim)
+    action[0] = bad
+    cmd = decode_action(action, cfg, None)
+    assert np.isnan(cmd.delta_pos_m[0])
+    assert np.all(np.isfinite(cmd.delta_pos_m[1:]))

@@ -194,3 +194,21 @@ def test_observations_are_fresh_arrays() -> None:
     third, *_ = env.step(np.zeros(env.action_space.shape, np.float32))
     assert np.any(third["proprio"] != 0.0)
     np.testing.assert_allclose(third["proprio"][:3], env.unwrapped.ee_pos, atol=1e-6)
+
+
+@pytest.mark.parametrize("task", ["pick_cube", "push"])
+def test_nonfinite_action_holds_pose_and_fingers(task: str) -> None:
+    """A NaN or inf action must never reach the actuators: the arm and the fingers hold."""
+    env = sim.make(task)
+    obs, _ = env.reset(seed=3)
+    env.step(np.full(env.action_space.shape, -1.0, np.float32))  # open the gripper fully
+    before = env.unwrapped.data.ctrl.copy()
+    for bad in (np.nan, np.inf, -np.inf):
+        obs, _, _, _, info = env.step(np.full(env.action_space.shape, bad, np.float32))
+        assert info["safety"]["nonfinite"]
+        assert np.all(np.isfinite(env.unwrapped.data.ctrl))
+        fingers = list(env.unwrapped._finger_ids)
+        np.testing.assert_array_equal(env.unwrapped.data.ctrl[fingers], before[fingers])
+        for value in obs.values():
+            assert np.all(np.isfinite(value))
+    env.close()
