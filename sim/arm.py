@@ -195,7 +195,7 @@ def build_mjcf(
     return f"""<mujoco model="handrail_panda">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{timestep_s}" cone="elliptic" impratio="10"/>
-  <visual><global offwidth="640" offheight="480"/><quality shadowsize="0"/></visual>
+  <visual><global offwidth="640" offheight="480"/><quality shadowsize="0" offsamples="0"/></visual>
   <default>
     <joint damping="1" armature="0.1"/>
     <geom density="1000" friction="1 0.005 0.0001"/>
