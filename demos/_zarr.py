@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+from zarr.core.array_spec import ArrayConfigParams
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from handrail.demos.errors import StoreCorruptError
 from handrail.demos.format import ArrayDef, storage_rows
 
-_CONFIG = {"write_empty_chunks": True}  # every chunk exists on disk, so a missing one is damage
+_CONFIG: ArrayConfigParams = {
+    "write_empty_chunks": True
+}  # every chunk exists on disk, so a missing one is damage
 
 
 def _codecs(adef: ArrayDef) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def _codecs(adef: ArrayDef) -> dict[str, Any]:
             "compressors": [ZstdCodec(level=1), Crc32cCodec()],
         }
     itemsize = np.dtype(adef.spec.dtype).itemsize
-    shuffle = "bitshuffle" if itemsize == 1 else "shuffle"
+    shuffle: Literal["bitshuffle", "shuffle"] = "bitshuffle" if itemsize == 1 else "shuffle"
     blosc = BloscCodec(cname="zstd", clevel=3, shuffle=shuffle, typesize=itemsize)
     return {"chunks": (inner, *shape), "compressors": [blosc, Crc32cCodec()]}
 

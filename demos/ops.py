@@ -196,7 +196,7 @@ def write_store(
     count = 0
     with create_store(
         path,
-        kind=meta.kind,  # type: ignore[arg-type]
+        kind=meta.kind,
         obs_fields=list(meta.obs_fields),
         action_dim=meta.action_dim,
         control_dt_s=meta.control_dt_s,

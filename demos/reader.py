@@ -117,7 +117,7 @@ class EpisodeReader:
 
     def close(self) -> None:
         """Release cached arrays (a reader holds no lock or file handles)."""
-        self._arrays = {}
+        self._arrays: dict[str, Any] = {}
 
     def refresh(self) -> None:
         """Re-read the commit record to see episodes committed since opening."""

@@ -294,7 +294,7 @@ def _copy_row(dst: np.ndarray, i: int, value: np.ndarray) -> None:
         dst[i] = value
         return
     n = dst[i].nbytes
-    memoryview(dst).cast("B")[i * n : (i + 1) * n] = memoryview(value).cast("B")
+    dst.data.cast("B")[i * n : (i + 1) * n] = value.data.cast("B")
 
 
 def _check_value(what: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -56,3 +56,9 @@ def test_bare_layer_names_are_not_importable_as_top_level() -> None:
     code = "import importlib.util as u, sys; sys.path = [p for p in sys.path if p not in ('', '.')]; print(u.find_spec('control') is None or 'handrail' not in str(u.find_spec('control').origin))"
     result = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
     assert result.stdout.strip() == "True", result.stdout + result.stderr
+
+
+def test_typed_layers_pass_mypy() -> None:
+    """CONVENTIONS.md: control/ and demos/ (the hardware-path layers) are type-checked."""
+    result = _run(sys.executable, "-m", "mypy", "control", "demos")
+    assert result.returncode == 0, result.stdout + result.stderr
