@@ -114,6 +114,12 @@ class TrainConfig:
     """Initial entropy temperature (alpha)."""
     warmup_steps: int | None = None
     """Random-action env steps before updates start."""
+    episode_steps: int | None = None
+    """Time limit of a handrail task's episodes, in env steps (default: the task's own)."""
+    reward: Literal["sparse", "dense"] | None = None
+    """Reward of a handrail task: sparse (1 on success) or dense (the task's shaped reward)."""
+    terminate_on_success: bool | None = None
+    """Whether a handrail task's episode ends at the first successful step."""
     buffer_capacity: int = 1_000_000
     """Online replay capacity in transitions."""
     eval_every: int | None = None
@@ -202,6 +208,14 @@ def resolve(config: TrainConfig) -> ResolvedConfig:
     else:
         sac = SACConfig(**{**preset.sac, **given})
 
+    env = dict(preset.env)
+    for name in ("episode_steps", "reward", "terminate_on_success"):
+        if getattr(config, name) is not None:
+            if config.task not in HANDRAIL_TASKS:
+                raise ValueError(f"--{name.replace('_', '-')} applies to handrail tasks only, "
+                                 f"not to {config.task!r}")  # fmt: skip
+            env[name] = getattr(config, name)
+
     def pick(name: str) -> Any:
         value = getattr(config, name)
         return getattr(preset, name) if value is None else value
@@ -211,7 +225,7 @@ def resolve(config: TrainConfig) -> ResolvedConfig:
         warmup_steps=pick("warmup_steps"), buffer_capacity=config.buffer_capacity,
         eval_every=pick("eval_every"), eval_episodes=pick("eval_episodes"), video=config.video,
         success_key=config.success_key, stop_at_success=config.stop_at_success,
-        demos=config.demos, env_overrides=dict(preset.env), sac=sac,
+        demos=config.demos, env_overrides=env, sac=sac,
     )  # fmt: skip
 
 
