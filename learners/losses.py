@@ -49,6 +49,7 @@ def critic_loss(
     critic_fn: CriticFn,
     critic_subset: int,
     backup_entropy: bool = True,
+    subset_critic_fn: CriticFn | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Soft Bellman residual ([SAC] Eq. 5, with the soft value of Eq. 3).
 
@@ -56,12 +57,20 @@ def critic_loss(
     where M is a random subset of the ensemble and ``discount = gamma^k (1 - terminated)``
     already carries the n-step horizon. The entropy term is dropped when ``backup_entropy`` is
     False. Loss = mean over critics and batch of (Q_i(s, a) - y)^2 (no 1/2 factor, as rlpd).
+    ``subset_critic_fn`` (an ensemble of ``critic_subset`` members) evaluates only the drawn
+    target critics (params gathered along the ensemble axis): same value, less compute.
     """
     key_pi, key_subset = jax.random.split(key)
     next_action, next_log_prob = policy_fn(actor_params, batch.next_obs, key_pi)
-    next_q = subsample_min(
-        critic_fn(target_critic_params, batch.next_obs, next_action), critic_subset, key_subset
-    )
+    if subset_critic_fn is None:
+        next_q = subsample_min(
+            critic_fn(target_critic_params, batch.next_obs, next_action), critic_subset, key_subset
+        )
+    else:  # same draw as subsample_min, but only the drawn critics are evaluated
+        num_critics = jax.tree_util.tree_leaves(target_critic_params)[0].shape[0]
+        idx = jax.random.permutation(key_subset, num_critics)[:critic_subset]
+        drawn = jax.tree_util.tree_map(lambda x: x[idx], target_critic_params)
+        next_q = jnp.min(subset_critic_fn(drawn, batch.next_obs, next_action), axis=0)
     if backup_entropy:
         next_q = next_q - temperature * next_log_prob
     target = jax.lax.stop_gradient(batch.reward + batch.discount * next_q)

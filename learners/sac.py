@@ -159,6 +159,10 @@ class SAC:
         self.critic = CriticEnsemble(
             config.hidden_dims, config.num_critics, config.critic_layer_norm
         )
+        # The target evaluates only the drawn subset (same params layout, fewer members).
+        self.subset_critic = CriticEnsemble(
+            config.hidden_dims, config.critic_subset, config.critic_layer_norm
+        )
         self.target_entropy = (
             -action_spec.dim / 2.0 if config.target_entropy is None else config.target_entropy
         )
@@ -177,6 +181,10 @@ class SAC:
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of all critics, shape (num_critics, ...)."""
         return self.critic.apply({"params": critic_params}, obs, action)
+
+    def subset_critic_fn(self, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Q-values of ``critic_subset`` critics whose params were gathered from the ensemble."""
+        return self.subset_critic.apply({"params": params}, obs, action)
 
     # -- state --------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> SACState:
@@ -215,6 +223,11 @@ class SAC:
             critic_fn=self.critic_fn,
             critic_subset=self.config.critic_subset,
             backup_entropy=self.config.backup_entropy,
+            subset_critic_fn=(
+                self.subset_critic_fn
+                if self.config.critic_subset < self.config.num_critics
+                else None
+            ),
         )
         updates, opt_state = self.critic_tx.update(grads, state.critic_opt_state)
         params = optax.apply_updates(state.critic_params, updates)

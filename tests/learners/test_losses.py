@@ -107,3 +107,17 @@ def test_polyak_is_exact() -> None:
     assert float(out["b"]) == 2.0
     same = losses.polyak(params, target, 1.0)
     np.testing.assert_array_equal(np.asarray(same["a"]), np.asarray(params["a"]))
+
+
+def test_subset_evaluation_equals_full_ensemble_min() -> None:
+    critic = {"q": jnp.array([1.0, 2.0, 4.0, 0.5]), "w": jnp.zeros(4)}
+    target = {"q": jnp.array([2.0, 3.0, 5.0, 7.0]), "w": jnp.array([1.0, -1.0, 0.0, 2.0])}
+    kwargs = {"policy_fn": constant_policy, "critic_fn": constant_critic, "critic_subset": 2}
+    values = set()
+    for seed in range(12):
+        args = (critic, target, {"scale": 1.0}, jnp.asarray(0.3), BATCH, jax.random.PRNGKey(seed))
+        full, _ = losses.critic_loss(*args, **kwargs)
+        subset, _ = losses.critic_loss(*args, **kwargs, subset_critic_fn=constant_critic)
+        assert float(full) == pytest.approx(float(subset), rel=1e-6)
+        values.add(round(float(full), 5))
+    assert len(values) > 1  # different draws were exercised
