@@ -95,7 +95,7 @@ def _gripper_xml() -> str:
     return f"""
 <body name="{HAND_BODY}" gravcomp="1" quat="{_fmt((np.cos(-np.pi / 8), 0, 0, np.sin(-np.pi / 8)))}">
   <geom type="box" size="0.025 0.095 0.03" pos="0 0 0.03" material="arm"/>
-  <site name="{TCP_SITE}" pos="0 0 {TCP_OFFSET_M}" size="0.006" rgba="1 0.6 0 0.6" group="2"/>
+  <site name="{TCP_SITE}" pos="0 0 {TCP_OFFSET_M}" size="0.006" rgba="1 0.6 0 0.6" group="3"/>
   <camera name="wrist" pos="0.08 0 0.01" quat="{_fmt(_wrist_camera_quat())}" fovy="75"/>
   <body name="finger_left_body" gravcomp="1" pos="0 0 0.0584">
     <joint name="{FINGER_JOINTS[0]}" type="slide" axis="0 1 0" range="0 {half}" damping="5"
@@ -111,9 +111,10 @@ def _gripper_xml() -> str:
 
 
 def _wrist_camera_quat() -> np.ndarray:
-    # Camera looks along its -z; point it along the hand's +z, tilted 0.35 rad towards the fingers.
+    # Camera looks along its -z; point it along the hand's +z, tilted 0.35 rad back towards the
+    # fingers so both fingertips and the object between them are in view.
     flip = np.array([0.0, 1.0, 0.0, 0.0])
-    tilt = np.array([np.cos(0.175), 0.0, -np.sin(0.175), 0.0])
+    tilt = np.array([np.cos(0.175), 0.0, np.sin(0.175), 0.0])
     out = np.zeros(4)
     mujoco.mju_mulQuat(out, flip, tilt)
     return out
@@ -190,8 +191,12 @@ def build_mjcf(
     Returns:
         The MJCF document as a string, ready for :func:`load_model`.
     """
-    front_pos = np.array([1.35, 0.0, 0.65])
-    front = _look_at_xyaxes(front_pos, np.array([0.45, 0.0, 0.1]))
+    # "front" is an observation camera: close enough that a 4 cm cube spans several pixels of
+    # an 84x84 image. "overview" frames the whole arm and table for videos people watch.
+    front_pos = np.array([0.95, 0.0, 0.42])
+    front = _look_at_xyaxes(front_pos, np.array([0.45, 0.0, 0.02]))
+    overview_pos = np.array([1.3, -0.9, 0.95])
+    overview = _look_at_xyaxes(overview_pos, np.array([0.3, 0.0, 0.2]))
     return f"""<mujoco model="handrail_panda">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{timestep_s}" cone="elliptic" impratio="10"/>
@@ -205,14 +210,19 @@ def build_mjcf(
     <material name="finger" rgba="0.2 0.2 0.22 1"/>
     <material name="table" rgba="0.55 0.42 0.3 1"/>
     <material name="floor" rgba="0.3 0.32 0.35 1"/>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.62 0.72 0.85" rgb2="0.15 0.17 0.2"
+      width="64" height="64"/>
     {asset}
   </asset>
   <worldbody>
     <light pos="0.4 0 1.5" dir="0 0 -1" directional="true" castshadow="false"/>
+    <light pos="1.5 -1 1.2" dir="-0.6 0.5 -0.5" directional="true" castshadow="false"
+      diffuse="0.35 0.35 0.35"/>
     <geom name="floor" type="plane" size="2 2 0.1" pos="0 0 -0.75" material="floor"
       contype="0" conaffinity="0"/>
     <geom name="table" type="box" size="0.55 0.6 0.375" pos="0.35 0 -0.375" material="table"/>
     <camera name="front" pos="{_fmt(front_pos)}" xyaxes="{front}" fovy="50"/>
+    <camera name="overview" pos="{_fmt(overview_pos)}" xyaxes="{overview}" fovy="45"/>
     {_arm_xml()}
     {worldbody}
   </worldbody>

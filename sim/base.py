@@ -326,13 +326,13 @@ class ArmEnv(gymnasium.Env):
         return self._get_obs(), reward, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:
-        """An RGB frame from the "front" camera when ``render_mode == "rgb_array"``."""
+        """An RGB frame from the "overview" camera (the whole arm and table) when ``render_mode == "rgb_array"``."""
         if self.render_mode != "rgb_array":
             return None
         if self._frame_renderer is None:
             height, width = self.config.render_size_px
             self._frame_renderer = mujoco.Renderer(self.model, height, width)
-        self._frame_renderer.update_scene(self.data, camera="front")
+        self._frame_renderer.update_scene(self.data, camera="overview")
         return self._frame_renderer.render()
 
     def close(self) -> None:
