@@ -59,8 +59,12 @@ PRESETS: dict[str, TaskPreset] = {
         steps=15_000, warmup_steps=500, eval_every=1_000, eval_episodes=20,
         sac=_ARM_SAC, env={"reward": "dense"},
     ),
+    # Dense reward with a wide reach basin and no termination on success: on this CPU it learned
+    # faster from 20 expert demos than the sparse reward (55% vs 0-10% after 20k env steps).
     "pick_cube": TaskPreset(
-        steps=30_000, warmup_steps=500, eval_every=1_000, eval_episodes=20, sac=_SPARSE_SAC,
+        steps=30_000, warmup_steps=500, eval_every=1_000, eval_episodes=20, sac=_ARM_SAC,
+        env={"reward": "dense", "terminate_on_success": False, "reach_scale_1_m": 3.0,
+             "episode_steps": 50},
     ),
     "peg_insert": TaskPreset(
         steps=50_000, warmup_steps=1_000, eval_every=2_500, eval_episodes=20, sac=_SPARSE_SAC,

@@ -24,11 +24,13 @@ TINY = {"hidden_dims": (32, 32), "batch_size": 32, "warmup_steps": 100, "eval_ep
 
 
 def test_preset_then_field_overrides() -> None:
-    cfg = resolve(TrainConfig(task="pick_cube", utd=3, seed=7))
-    preset = train_cmd.PRESETS["pick_cube"]
+    cfg = resolve(TrainConfig(task="push", utd=3, seed=7, reward="dense"))
+    preset = train_cmd.PRESETS["push"]
     assert cfg.sac.utd == 3 and cfg.seed == 7
     assert cfg.steps == preset.steps and cfg.sac.n_step == preset.sac["n_step"]
-    assert cfg.sac.backup_entropy is False
+    assert cfg.sac.backup_entropy is False and cfg.env_overrides == {"reward": "dense"}
+    with pytest.raises(ValueError, match="--episode-steps applies to handrail tasks only"):
+        resolve(TrainConfig(task="Pendulum-v1", episode_steps=10))
     generic = resolve(TrainConfig(task="Pendulum-v1", num_critics=1))
     assert generic.sac.num_critics == 1 and generic.sac.critic_subset == 1
     assert resolve(TrainConfig(sac_preset="rlpd")).sac.num_critics == 10
