@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import signal
 import sys
 import time
@@ -240,6 +241,8 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         ValueError: If the task cannot be resolved (naming the handrail tasks and the forms).
     """
     if task in HANDRAIL_TASKS:
+        if render_mode is not None and "DISPLAY" not in os.environ:
+            os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering for videos
         import handrail.sim
 
         return handrail.sim.make(task, render_mode=render_mode, **overrides)
