@@ -232,8 +232,12 @@ class SAC:
         updates, opt_state = self.critic_tx.update(grads, state.critic_opt_state)
         params = optax.apply_updates(state.critic_params, updates)
         target = losses.polyak(params, state.target_critic_params, self.config.tau)
-        new = state.replace(
-            critic_params=params, target_critic_params=target, critic_opt_state=opt_state, rng=rng
+        new = dataclasses.replace(
+            state,
+            critic_params=params,
+            target_critic_params=target,
+            critic_opt_state=opt_state,
+            rng=rng,
         )
         return new, metrics
 
@@ -255,7 +259,8 @@ class SAC:
             state.log_temperature, metrics["actor/entropy"], self.target_entropy
         )
         t_updates, t_opt = self.temperature_tx.update(t_grad, state.temperature_opt_state)
-        new = state.replace(
+        new = dataclasses.replace(
+            state,
             actor_params=actor_params,
             actor_opt_state=actor_opt,
             log_temperature=optax.apply_updates(state.log_temperature, t_updates),

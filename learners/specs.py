@@ -106,7 +106,8 @@ class ObsSpec:
             )
         if len(self.keys) == 1 and self.keys[0] == BOX_KEY and BOX_KEY not in obs:
             raise ValueError(f"ObsSpec.flatten: missing key {BOX_KEY!r} in {sorted(obs)}")
-        parts, lead = [], None
+        parts: list[np.ndarray] = []
+        batch_dims: tuple[int, ...] | None = None
         for key, shape in zip(self.keys, self.shapes, strict=True):
             if key not in obs:
                 raise ValueError(
@@ -118,9 +119,9 @@ class ObsSpec:
                     f"ObsSpec.flatten: key {key!r} has shape {arr.shape}, expected (..., *{shape})"
                 )
             this_lead = arr.shape[: arr.ndim - len(shape)]
-            if lead is None:
-                lead = this_lead
-            elif this_lead != lead:
+            if batch_dims is None:
+                batch_dims = this_lead
+            elif this_lead != batch_dims:
                 raise ValueError(f"ObsSpec.flatten: leading dims differ across keys at {key!r}")
             parts.append(arr.reshape((*this_lead, -1)))
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
@@ -132,9 +133,8 @@ class ObsSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> ObsSpec:
         """Inverse of :meth:`to_json`; also accepts the JSON text."""
-        if isinstance(data, str):
-            data = json.loads(data)
-        return cls(keys=tuple(data["keys"]), shapes=tuple(tuple(s) for s in data["shapes"]))
+        doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
+        return cls(keys=tuple(doc["keys"]), shapes=tuple(tuple(s) for s in doc["shapes"]))
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,5 @@ class ActionSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> ActionSpec:
         """Inverse of :meth:`to_json`; also accepts the JSON text."""
-        if isinstance(data, str):
-            data = json.loads(data)
-        return cls(low=tuple(data["low"]), high=tuple(data["high"]))
+        doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
+        return cls(low=tuple(doc["low"]), high=tuple(doc["high"]))
