@@ -117,6 +117,10 @@ class TrainConfig:
     """Fraction of each batch drawn from demonstrations."""
     init_temperature: float | None = None
     """Initial entropy temperature (alpha)."""
+    bc_weight: float | None = None
+    """Behaviour-cloning weight on demo rows in the actor loss (TD3+BC-scaled; 0 = off)."""
+    pretrain_steps: int | None = None
+    """Demo-only update steps (critic + BC actor) before online training; needs --demos."""
     warmup_steps: int | None = None
     """Random-action env steps before updates start."""
     episode_steps: int | None = None
@@ -204,7 +208,8 @@ def resolve(config: TrainConfig) -> ResolvedConfig:
     """Applies the task's preset, then the options given on the command line."""
     preset = PRESETS.get(config.task, GENERIC_PRESET)
     sac_fields = ("utd", "num_critics", "hidden_dims", "batch_size", "n_step", "gamma",
-                  "backup_entropy", "demo_ratio", "init_temperature")  # fmt: skip
+                  "backup_entropy", "demo_ratio", "init_temperature", "bc_weight",
+                  "pretrain_steps")  # fmt: skip
     given = {k: getattr(config, k) for k in sac_fields if getattr(config, k) is not None}
     if "num_critics" in given:  # a single critic means a subset of one
         given["critic_subset"] = min(given["num_critics"], SACConfig.critic_subset)

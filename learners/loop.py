@@ -115,13 +115,15 @@ class Trainer:
         self._width = pack_width(self._dim, self._adim)
         self._demo_rows, self._n_demo = self._device_demos(demos)
         self.state: SACState = sac.init(jax.random.PRNGKey(seed))
+        self._metrics: dict[str, Any] = {}
+        if cfg.pretrain_steps > 0 and self._n_demo > 0:
+            self.state, self._metrics = _pretrain_jit(sac, self.state, self._demo_rows)
         self.env_steps = self.updates = self.episodes = 0
         self._rng = np.random.default_rng(seed)
         self._builder = NStepBuilder(self._dim, self._adim, cfg.n_step, cfg.gamma)
         # One spare row at index `capacity` absorbs the padding of fixed-size inserts.
         self._rows = jnp.zeros((buffer_capacity + 1, self._width), jnp.float32)
         self._pos = self._size = 0
-        self._metrics: dict[str, Any] = {}
         self._nonfinite_streak = 0
         self._fused = functools.partial(_fused_jit, sac, self._n_demo)
         self._act_only = functools.partial(_act_only_jit, sac)
@@ -334,9 +336,26 @@ def _fused_jit(
         parts.append(rows[pick])
     sample = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=1)
     batch = unpack(sample, sac.obs_spec.dim, sac.action_spec.dim)
-    state, metrics = sac.update_fn(state, batch)
+    state, metrics = sac.update_fn(state, batch, n_demo)
     action = sac.policy_fn(state.actor_params, obs, key_act)[0]
     return state, rows, action, metrics
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _pretrain_jit(
+    sac: SAC, state: SACState, demo_rows: jax.Array
+) -> tuple[SACState, dict[str, jax.Array]]:
+    """``config.pretrain_steps`` demo-only steps (critic + BC actor), sampled on device."""
+    cfg = sac.config
+
+    def body(state: SACState, _: None) -> tuple[SACState, dict[str, jax.Array]]:
+        rng, key = jax.random.split(state.rng)
+        pick = jax.random.randint(key, (cfg.batch_size,), 0, len(demo_rows))
+        batch = unpack(demo_rows[pick], sac.obs_spec.dim, sac.action_spec.dim)
+        return sac.pretrain_step(state.replace(rng=rng), batch)
+
+    state, metrics = jax.lax.scan(body, state, None, length=cfg.pretrain_steps)
+    return state, {k: v[-1] for k, v in metrics.items()}
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -4,6 +4,7 @@ References:
     [SAC] Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv:1812.05905.
     [RLPD] Ball et al., "Efficient Online RL with Offline Data", ICML 2023 (Algorithm 1).
     [REDQ] Chen et al., "Randomized Ensembled Double Q-Learning", ICLR 2021 (Eq. 1 / Alg. 1).
+    [TD3+BC] Fujimoto & Gu, "A Minimalist Approach to Offline RL", NeurIPS 2021 (Eq. 3).
 
 ``policy_fn(actor_params, obs, key) -> (action, log_prob)`` and
 ``critic_fn(critic_params, obs, action) -> q of shape (num_critics, batch)`` are passed in, so
@@ -23,6 +24,7 @@ from handrail.learners.replay import Batch
 Params = Any
 PolicyFn = Callable[[Params, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 CriticFn = Callable[[Params, jax.Array, jax.Array], jax.Array]
+ModeFn = Callable[[Params, jax.Array], jax.Array]
 
 
 def subsample_min(q: jax.Array, subset: int, key: jax.Array) -> jax.Array:
@@ -88,15 +90,41 @@ def actor_loss(
     *,
     policy_fn: PolicyFn,
     critic_fn: CriticFn,
+    bc_weight: float = 0.0,
+    num_demo: int = 0,
+    demo_action: jax.Array | None = None,
+    mode_fn: ModeFn | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Policy loss ([SAC] Eq. 7): E[alpha * log pi(a|s) - mean_i Q_i(s, a)], a ~ pi (reparam.).
 
-    The Q-value is the mean over the whole ensemble ([RLPD] Alg. 1).
+    The Q-value is the mean over the whole ensemble ([RLPD] Alg. 1). With ``bc_weight > 0`` the
+    first ``num_demo`` rows of ``obs`` are demonstrations with actions ``demo_action``
+    (num_demo, A), and a behaviour-cloning term is added, scaled as in [TD3+BC] Eq. 3 so that it
+    does not depend on the reward scale:
+    ``bc_weight * stop_grad(mean |Q|) * mean((mode(s_demo) - a_demo)^2)``, where ``mode_fn``
+    gives the deterministic action tanh(mean) (the one evaluation uses).
     """
     action, log_prob = policy_fn(actor_params, obs, key)
     q = jnp.mean(critic_fn(critic_params, obs, action), axis=0)
-    loss = jnp.mean(temperature * log_prob - q)
-    return loss, {"actor/loss": loss, "actor/entropy": -jnp.mean(log_prob)}
+    sac_loss = jnp.mean(temperature * log_prob - q)
+    metrics = {"actor/entropy": -jnp.mean(log_prob)}
+    loss = sac_loss
+    if bc_weight > 0.0 and num_demo > 0:
+        if mode_fn is None or demo_action is None:
+            raise ValueError("actor_loss: bc_weight > 0 needs mode_fn and demo_action")
+        bc = bc_mse(actor_params, obs[:num_demo], demo_action, mode_fn=mode_fn)
+        scale = jax.lax.stop_gradient(jnp.mean(jnp.abs(q)))
+        loss = sac_loss + bc_weight * scale * bc
+        metrics["actor/bc_mse"] = bc
+    metrics["actor/loss"] = loss
+    return loss, metrics
+
+
+def bc_mse(
+    actor_params: Params, obs: jax.Array, action: jax.Array, *, mode_fn: ModeFn
+) -> jax.Array:
+    """Behaviour cloning: mean over rows and action dims of (mode(s) - a)^2 ([TD3+BC] Eq. 3)."""
+    return jnp.mean((mode_fn(actor_params, obs) - action) ** 2)
 
 
 def temperature_loss(

@@ -62,6 +62,10 @@ class SACConfig:
     """Fraction of each minibatch drawn from demonstrations when there are any."""
     max_nonfinite_updates: int = 10
     """Consecutive non-finite update blocks after which training stops with an error."""
+    bc_weight: float = 0.0
+    """Behaviour-cloning weight on the demo rows in the actor loss, TD3+BC-scaled (0 = off)."""
+    pretrain_steps: int = 0
+    """Demo-only steps before online training, each one critic step + one BC actor step."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
@@ -80,6 +84,8 @@ class SACConfig:
             "n_step": self.n_step >= 1,
             "demo_ratio": 0.0 <= self.demo_ratio <= 1.0,
             "max_nonfinite_updates": self.max_nonfinite_updates >= 1,
+            "bc_weight": self.bc_weight >= 0.0,
+            "pretrain_steps": self.pretrain_steps >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -87,7 +93,7 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step/max_nonfinite_updates >= 1, demo_ratio in [0, 1])"
+                "n_step/max_nonfinite_updates >= 1, demo_ratio in [0, 1], bc_weight/pretrain_steps >= 0)"
             )
 
     @classmethod
@@ -169,7 +175,7 @@ class SAC:
         self.actor_tx = optax.adam(config.actor_lr)
         self.critic_tx = optax.adam(config.critic_lr)
         self.temperature_tx = optax.adam(config.temperature_lr)
-        self.update = jax.jit(self.update_fn)
+        self.update = jax.jit(self.update_fn, static_argnames="num_demo")
         self._act = jax.jit(self._act_fn, static_argnames="deterministic")
 
     # -- networks as functions of explicit params -------------------------------------------
@@ -177,6 +183,10 @@ class SAC:
         """Sample a ~ pi(.|obs) in [-1, 1] and its log-probability."""
         mean, log_std = self.actor.apply({"params": actor_params}, obs)
         return tanh_gaussian_sample(mean, log_std, key)
+
+    def mode_fn(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action tanh(mean) in [-1, 1]."""
+        return jnp.tanh(self.actor.apply({"params": actor_params}, obs)[0])
 
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of all critics, shape (num_critics, ...)."""
@@ -241,8 +251,14 @@ class SAC:
         )
         return new, metrics
 
-    def actor_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
-        """One actor step and one temperature step on a minibatch; increments ``step``."""
+    def actor_step(
+        self, state: SACState, batch: Batch, num_demo: int = 0
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """One actor step and one temperature step on a minibatch; increments ``step``.
+
+        The first ``num_demo`` rows are demonstrations (as the samplers order them); the
+        behaviour-cloning term (``config.bc_weight``) applies to them only.
+        """
         rng, key = jax.random.split(state.rng)
         grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
             state.actor_params,
@@ -252,6 +268,10 @@ class SAC:
             key,
             policy_fn=self.policy_fn,
             critic_fn=self.critic_fn,
+            bc_weight=self.config.bc_weight,
+            num_demo=num_demo,
+            demo_action=batch.action[:num_demo],
+            mode_fn=self.mode_fn,
         )
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
         actor_params = optax.apply_updates(state.actor_params, updates)
@@ -270,11 +290,30 @@ class SAC:
         )
         return new, {**metrics, **t_metrics}
 
-    def update_fn(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
-        """Un-jitted body of :meth:`update` (for fusing into larger jitted functions)."""
+    def pretrain_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """One step on a demo-only minibatch: a critic step, then a pure BC actor step."""
+        state, metrics = self.critic_step(state, batch)
+        grad_fn = jax.value_and_grad(losses.bc_mse)
+        bc, grads = grad_fn(state.actor_params, batch.obs, batch.action, mode_fn=self.mode_fn)
+        updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
+        new = dataclasses.replace(
+            state,
+            actor_params=optax.apply_updates(state.actor_params, updates),
+            actor_opt_state=actor_opt,
+        )
+        return new, {**metrics, "actor/bc_mse": bc}
+
+    def update_fn(
+        self, state: SACState, batch: Batch, num_demo: int = 0
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """Un-jitted body of :meth:`update` (for fusing into larger jitted functions).
+
+        ``num_demo`` (static): leading rows of each minibatch that are demonstrations, the rows
+        the behaviour-cloning term of the actor loss uses (0: no BC term).
+        """
         new, critic_metrics = jax.lax.scan(self.critic_step, state, batch)
         last = jax.tree_util.tree_map(lambda x: x[-1], batch)
-        new, actor_metrics = self.actor_step(new, last)
+        new, actor_metrics = self.actor_step(new, last, num_demo)
         metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
         metrics.update(actor_metrics)
         finite = _all_finite(

@@ -169,3 +169,23 @@ def test_bad_spaces_are_clear_errors(pendulum_sac: SAC) -> None:
         Trainer(tuple_env, pendulum_sac, seed=0)
     with pytest.raises(ValueError, match=r"differ from sac\.obs_spec"):
         Trainer(FakeDictEnv(), pendulum_sac, seed=0)
+
+
+def test_pretraining_clones_the_demos_before_the_first_step() -> None:
+    env = _pendulum()
+    config = SACConfig(hidden_dims=(32, 32), num_critics=2, utd=1, batch_size=32, n_step=2,
+                       pretrain_steps=200, actor_lr=3e-3, bc_weight=1.0)  # fmt: skip
+    sac = _make_sac(env, config)
+    rng = np.random.default_rng(0)
+    demos = ReplayBuffer(3, 1, capacity=40, n_step=2, gamma=config.gamma)
+    obs = rng.uniform(-1, 1, (21, 3))
+    demos.add_episode(obs, np.full((20, 1), 0.4), np.ones(20), np.zeros(20), np.zeros(20))
+    fresh = Trainer(env, sac, seed=0, warmup_steps=3, buffer_capacity=64)
+    trainer = Trainer(env, sac, seed=0, warmup_steps=3, buffer_capacity=64, demos=demos)
+    mode = np.asarray(sac.mode_fn(trainer.state.actor_params, obs[:20]))
+    np.testing.assert_allclose(mode, 0.4, atol=0.05)
+    assert trainer.last_metrics["actor/bc_mse"] < 0.01
+    assert fresh.last_metrics == {}  # no demos: nothing to pretrain on
+    assert (trainer.env_steps, trainer.updates) == (0, 0)
+    trainer.run(6)
+    assert np.isfinite(trainer.last_metrics["actor/bc_mse"])  # the BC term runs online too

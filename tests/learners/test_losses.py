@@ -121,3 +121,40 @@ def test_subset_evaluation_equals_full_ensemble_min() -> None:
         assert float(full) == pytest.approx(float(subset), rel=1e-6)
         values.add(round(float(full), 5))
     assert len(values) > 1  # different draws were exercised
+
+
+def constant_mode(params, obs):
+    """Deterministic action 0.5 * params['scale'] for every row."""
+    return jnp.full((obs.shape[0], 1), 0.5) * params["scale"]
+
+
+def test_actor_loss_bc_term_matches_hand_computation() -> None:
+    critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
+    demo_action = jnp.array([[-0.5]])  # one demo row (the first row of BATCH.obs)
+
+    def loss_fn(params, weight):
+        return losses.actor_loss(
+            params, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=weight, num_demo=1,
+            demo_action=demo_action, mode_fn=constant_mode,
+        )  # fmt: skip
+
+    loss, metrics = loss_fn({"scale": 1.0}, 0.4)
+    # SAC part as above: 0.2 * (-0.7) - 3.5; mean |Q| = 3.5; BC mse = (0.5 - (-0.5))^2 = 1.
+    assert float(metrics["actor/bc_mse"]) == pytest.approx(1.0)
+    assert float(loss) == pytest.approx(0.2 * LOG_PROB - 3.5 + 0.4 * 3.5 * 1.0, rel=1e-6)
+    # d/d scale: SAC part -1.5; BC part 0.4 * 3.5 (|Q| is a constant) * 2 * (0.5s + 0.5) * 0.5.
+    grad = jax.grad(lambda p: loss_fn(p, 0.4)[0])({"scale": 1.0})
+    assert float(grad["scale"]) == pytest.approx(-1.5 + 0.4 * 3.5 * 1.0, rel=1e-6)
+    off, off_metrics = loss_fn({"scale": 1.0}, 0.0)
+    assert float(off) == pytest.approx(0.2 * LOG_PROB - 3.5, rel=1e-6)
+    assert "actor/bc_mse" not in off_metrics
+
+
+def test_actor_loss_bc_without_mode_fn_is_a_clear_error() -> None:
+    critic = {"q": jnp.array([1.0]), "w": jnp.array([0.0])}
+    with pytest.raises(ValueError, match="mode_fn"):
+        losses.actor_loss(
+            {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=1.0, num_demo=1,
+        )  # fmt: skip

@@ -82,6 +82,42 @@ def test_same_seed_gives_identical_params(sac: SAC) -> None:
     assert not np.array_equal(_leaves(other.actor_params)[0], _leaves(outs[0])[0])
 
 
+def test_bc_term_pulls_the_deterministic_action_towards_demo_actions() -> None:
+    """With only the BC term active (huge weight), demo rows' mode actions move to the demo's."""
+    learner = _sac(bc_weight=1e3, utd=1, actor_lr=1e-2)
+    batch = _batch(utd=1)._replace(action=np.full((1, BATCH, ACT_DIM), 0.5, np.float32))
+    state = learner.init(jax.random.PRNGKey(0))
+    demo_obs = batch.obs[0, :8]
+
+    def bc_error(s) -> float:
+        return float(np.mean((np.asarray(learner.mode_fn(s.actor_params, demo_obs)) - 0.5) ** 2))
+
+    with_bc, without_bc = state, state
+    for _ in range(20):
+        with_bc, metrics = learner.update(with_bc, batch, num_demo=8)
+        without_bc, plain = learner.update(without_bc, batch)
+    assert "actor/bc_mse" in metrics and "actor/bc_mse" not in plain
+    assert bc_error(with_bc) < 0.05 < bc_error(state)
+    assert bc_error(with_bc) < bc_error(without_bc)
+
+
+def test_pretrain_step_clones_demo_actions_and_trains_critic_only_otherwise() -> None:
+    learner = _sac(actor_lr=1e-2)
+    batch = jax.tree_util.tree_map(lambda x: x[0], _batch())
+    batch = batch._replace(action=np.full((BATCH, ACT_DIM), -0.5, np.float32))
+    state = learner.init(jax.random.PRNGKey(0))
+    step = jax.jit(learner.pretrain_step)
+    new = state
+    for _ in range(50):
+        new, metrics = step(new, batch)
+    mode = np.asarray(learner.mode_fn(new.actor_params, batch.obs))
+    np.testing.assert_allclose(mode, -0.5, atol=0.1)
+    assert float(metrics["actor/bc_mse"]) < 0.01
+    assert float(new.log_temperature) == float(state.log_temperature)
+    assert int(new.step) == 0  # online update blocks are counted separately
+    assert not np.array_equal(_leaves(new.critic_params)[0], _leaves(state.critic_params)[0])
+
+
 @pytest.mark.parametrize(("target_entropy", "direction"), [(50.0, 1.0), (-50.0, -1.0)])
 def test_temperature_moves_towards_target_entropy(target_entropy: float, direction: float) -> None:
     learner = _sac(target_entropy=target_entropy, temperature_lr=1e-2, num_critics=2, utd=1)
@@ -122,7 +158,15 @@ def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("critic_subset", 4), ("num_critics", 0), ("gamma", 1.5), ("utd", 0), ("demo_ratio", -0.1)],
+    [
+        ("critic_subset", 4),
+        ("num_critics", 0),
+        ("gamma", 1.5),
+        ("utd", 0),
+        ("demo_ratio", -0.1),
+        ("bc_weight", -1.0),
+        ("pretrain_steps", -1),
+    ],
 )
 def test_config_validation_names_the_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
