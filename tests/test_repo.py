@@ -62,3 +62,34 @@ def test_typed_layers_pass_mypy() -> None:
     """CONVENTIONS.md: control/ and demos/ (the hardware-path layers) are type-checked."""
     result = _run(sys.executable, "-m", "mypy", "control", "demos")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
+    """A regular (non-editable) install carries every subpackage and FORMAT.md."""
+    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         str(ROOT), "-w", str(wheel_dir)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    wheel = next(wheel_dir.glob("handrail-*.whl"))
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         str(wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
+        "import handrail.sim, handrail.demos, handrail.learners.sac, handrail.launch.cli; "
+        "import importlib.resources as r; "
+        "assert r.files('handrail.demos').joinpath('FORMAT.md').is_file(); "
+        "print(handrail.sim.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith(str(target)), result.stdout
