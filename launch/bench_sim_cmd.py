@@ -172,6 +172,13 @@ def bench_sim(steps: int = 100, repeats: int = 5, out: Path | None = None) -> in
                 f"{100 * r[f'mj_step_share_{name}']:.0f}%",
             ]
         print("| " + " | ".join(cells) + " |")
+    noisy = [r["task"] for r in rows if r["ratio_to_bare_state"] < 1.0]
+    if noisy:
+        # An env step contains its substeps of mj_step, so a ratio below 1 is timing noise.
+        print(
+            f"warning: ratio below 1 for {', '.join(noisy)}: the machine was busy while timing; "
+            "rerun on a quiet machine or with more --repeats"
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2))
