@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,7 +25,19 @@ from handrail.demos.errors import (
 
 FORMAT_NAME = "handrail.episodes"
 FORMAT_VERSION = 1
-KINDS = ("demo", "intervention", "rollout")
+StoreKind = Literal["demo", "intervention", "rollout"]
+"""What a store holds: demonstrations, human interventions, or policy rollouts."""
+KINDS: tuple[StoreKind, ...] = ("demo", "intervention", "rollout")
+
+
+def parse_kind(value: object) -> StoreKind:
+    """``value`` as a :data:`StoreKind`; ValueError naming the valid kinds otherwise."""
+    for kind in KINDS:
+        if value == kind:
+            return kind
+    raise ValueError(f"store kind {value!r} is not one of {KINDS}")
+
+
 SUPPORTED_DTYPES = (
     "bool",
     "int8",

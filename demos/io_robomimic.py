@@ -81,9 +81,9 @@ def _write_demo(group: Any, ep: Episode) -> None:
         "truncated": ep.truncated,
         "timestamp": ep.timestamp,
     }
-    for name, arr in extras.items():
-        if arr is not None:
-            group.create_dataset(f"handrail/{name}", data=arr)
+    for name, extra in extras.items():
+        if extra is not None:
+            group.create_dataset(f"handrail/{name}", data=extra)
 
 
 def write_robomimic(

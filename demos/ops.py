@@ -25,6 +25,7 @@ from handrail.demos import (
     create_store,
     open_store,
 )
+from handrail.demos.format import StoreKind, parse_kind
 
 INTERVENTION_NAMES = {0: "policy", 1: "human", 2: "scripted"}
 
@@ -60,7 +61,7 @@ class Episode:
 class StoreMeta:
     """What ``create_store`` needs besides the episodes."""
 
-    kind: str
+    kind: StoreKind
     task: str
     obs_fields: tuple[FieldSpec, ...]
     action_dim: int
@@ -124,7 +125,7 @@ def store_meta(reader: Any) -> StoreMeta:
     """The :class:`StoreMeta` of an open store (an ``EpisodeReader``)."""
     attrs = dict(reader.attrs)
     return StoreMeta(
-        kind=str(attrs.get("kind", "demo")),
+        kind=parse_kind(attrs.get("kind", "demo")),
         task=str(attrs.get("task", "")),
         obs_fields=tuple(reader.obs_fields),
         action_dim=int(attrs.get("action_dim", 0)),

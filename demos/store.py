@@ -31,6 +31,7 @@ from handrail.demos.format import (
     INTERVENTION_SOURCES,
     KINDS,
     FieldSpec,
+    StoreKind,
     episode_fields,
     read_root_document,
     step_fields,
@@ -307,7 +308,7 @@ def _check_value(what: str, value: np.ndarray, shape: tuple[int, ...], dtype: np
 def create_store(
     path: str | Path,
     *,
-    kind: Literal["demo", "intervention", "rollout"],
+    kind: StoreKind,
     obs_fields: Sequence[FieldSpec],
     action_dim: int,
     control_dt_s: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -58,10 +59,21 @@ def test_bare_layer_names_are_not_importable_as_top_level() -> None:
     assert result.stdout.strip() == "True", result.stdout + result.stderr
 
 
-def test_typed_layers_pass_mypy() -> None:
-    """CONVENTIONS.md: control/ and demos/ (the hardware-path layers) are type-checked."""
-    result = _run(sys.executable, "-m", "mypy", "control", "demos")
+def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
+    """CONVENTIONS.md: control/ and demos/ (the hardware-path layers) are type-checked.
+
+    The repository root is the handrail package, so mypy is pointed at a `handrail` link to it:
+    module names then never depend on what the checkout's folder is called.
+    """
+    (tmp_path / "handrail").symlink_to(ROOT, target_is_directory=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+         "--cache-dir", str(tmp_path / "cache"), "-p", "handrail.control", "-p", "handrail.demos"],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(tmp_path)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success" in result.stdout, result.stdout
 
 
 def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
