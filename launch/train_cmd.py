@@ -26,6 +26,8 @@ import gymnasium as gym
 import numpy as np
 import tyro
 
+from handrail.demos import EpisodeData, EpisodeRecord
+from handrail.demos.format import INTERVENTION_SOURCES
 from handrail.learners.evaluation import EvalResult
 from handrail.learners.sac import SACConfig
 
@@ -439,21 +441,10 @@ def _train_sb3(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, d
                      progress=progress, stop_at_success=cfg.stop_at_success)  # fmt: skip
 
 
-@dataclass
-class ExpertEpisodes:
-    """Scripted-expert episodes in the layout of ``handrail.demos.EpisodeData``."""
-
-    obs: dict[str, np.ndarray]
-    final_obs: dict[str, np.ndarray]
-    action: np.ndarray
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    episode_starts: np.ndarray
-    episode_lengths: np.ndarray
+_SCRIPTED = next(k for k, v in INTERVENTION_SOURCES.items() if v == "scripted")
 
 
-def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> ExpertEpisodes:
+def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> EpisodeData:
     """Runs the task's scripted expert until ``count`` successful episodes are collected.
 
     Episode ``i`` is reset with seed ``seed + i`` (failures are skipped; at most ``3 * count``
@@ -477,17 +468,29 @@ def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> Exper
         raise RuntimeError(f"the {task} expert succeeded in only {len(episodes)} of {3 * count} "
                            f"episodes; wanted {count}")  # fmt: skip
     keys = list(episodes[0][0][0])
-    lengths = np.array([len(ep[1]) for ep in episodes])
-    return ExpertEpisodes(
+    lengths = np.array([len(ep[1]) for ep in episodes], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    action = np.concatenate([ep[1] for ep in episodes]).astype(np.float32)
+    # The same in-RAM layout a store loads into, so store and expert demos share one converter.
+    return EpisodeData(
         obs={k: np.stack([o[k] for ep in episodes for o in ep[0][:-1]]) for k in keys},
         final_obs={k: np.stack([ep[0][-1][k] for ep in episodes]) for k in keys},
-        action=np.concatenate([ep[1] for ep in episodes]).astype(np.float32),
+        action=action,
+        policy_action=action.copy(),
+        intervention=np.full(len(action), _SCRIPTED, dtype=np.int8),
         reward=np.concatenate([ep[2] for ep in episodes]).astype(np.float32),
         terminated=np.concatenate([ep[3] for ep in episodes]),
         truncated=np.concatenate([ep[4] for ep in episodes]),
-        episode_starts=np.concatenate([[0], np.cumsum(lengths)[:-1]]),
+        timestamp=np.zeros(len(action)),
+        episode_starts=starts,
         episode_lengths=lengths,
-    )
+        records=[
+            EpisodeRecord(id=i, task=task, success=True, num_steps=int(n), num_intervened=int(n),
+                          start_time=0.0, seed=seed_i, start=int(start))
+            for i, (n, start, seed_i) in enumerate(
+                zip(lengths, starts, [ep[5] for ep in episodes], strict=True))
+        ],
+    )  # fmt: skip
 
 
 def _expert_episode(env: gym.Env, expert: Any, seed: int) -> tuple | None:
@@ -507,7 +510,8 @@ def _expert_episode(env: gym.Env, expert: Any, seed: int) -> tuple | None:
         done = terminated or truncated
     if not success:
         return None
-    return observations, np.stack(actions), np.array(rewards), np.array(terms), np.array(truncs)
+    return (observations, np.stack(actions), np.array(rewards), np.array(terms),
+            np.array(truncs), seed)  # fmt: skip
 
 
 def load_demos(cfg: ResolvedConfig, env: gym.Env) -> Any:

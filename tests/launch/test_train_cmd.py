@@ -177,3 +177,22 @@ def test_demo_store_with_other_fields_is_a_clear_error(tmp_path: Path) -> None:
         writer.end_episode(final_obs={"proprio": np.zeros(7, np.float32)}, success=True)
     with pytest.raises(FieldMismatchError, match=r"lacks observation field\(s\) \['obs'\]"):
         train_cmd.train(tiny_config(tmp_path / "run", demos=str(store)))
+
+
+def test_expert_demos_load_like_a_store() -> None:
+    """`--demos expert:N` yields the same EpisodeData a store loads, so one converter serves both."""
+    from handrail.demos import EpisodeData
+    from handrail.learners.demo_data import to_transitions
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    data = train_cmd.expert_episodes("reach", 3, seed=5)
+    assert isinstance(data, EpisodeData)
+    assert data.num_episodes == 3 and np.all(data.intervention == 2)  # 2: scripted
+    assert [r.start for r in data.records] == data.episode_starts.tolist()
+    assert [r.num_steps for r in data.records] == data.episode_lengths.tolist()
+    assert all(r.success for r in data.records) and data.records[0].seed == 5
+    env = train_cmd.make_env("reach")
+    transitions = to_transitions(
+        data, ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
+    )
+    assert len(transitions.reward) == data.num_steps
