@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
+
 __all__ = ["SAFETY_FLAGS", "SafetyFilter", "SafetyLimits", "SafetyReport"]
 
 _AXES = ("x", "y", "z")
@@ -169,26 +171,9 @@ def _report(*flags: bool) -> SafetyReport:
     return SafetyReport(*flags)
 
 
-def _qmul(a: Quat, b: Quat) -> Quat:
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    )
-
-
-def _rotvec_quat(vx: float, vy: float, vz: float) -> Quat:
-    angle = math.sqrt(vx * vx + vy * vy + vz * vz)
-    k = 0.5 - angle * angle / 48.0 if angle < 1e-6 else math.sin(0.5 * angle) / angle
-    return (math.cos(0.5 * angle), vx * k, vy * k, vz * k)
-
-
 def _relative_rotvec(q: Quat, c: Quat) -> tuple[float, float, float, float]:
     """Base-frame rotation vector r with q = exp(r) * c (shortest), and its angle."""
-    rw, rx, ry, rz = _qmul(q, (c[0], -c[1], -c[2], -c[3]))
+    rw, rx, ry, rz = quat_mul_floats(q, (c[0], -c[1], -c[2], -c[3]))
     if rw < 0.0:
         rw, rx, ry, rz = -rw, -rx, -ry, -rz
     s = math.sqrt(rx * rx + ry * ry + rz * rz)
@@ -314,7 +299,7 @@ class SafetyFilter:
 
     def _swing_twist(self, q: Quat) -> tuple[float, float, Quat]:
         """Tilt, twist and the canonical (w >= 0) rotation of ``q`` relative to the nominal."""
-        rw, rx, ry, rz = _qmul(self._nominal_conj, q)
+        rw, rx, ry, rz = quat_mul_floats(self._nominal_conj, q)
         if rw < 0.0 or (rw == 0.0 and rz < 0.0):
             rw, rx, ry, rz = -rw, -rx, -ry, -rz
         # Well conditioned for small angles, unlike acos of the z-axis dot product.
@@ -339,7 +324,7 @@ class SafetyFilter:
         s = math.sin(0.5 * new_tilt)
         swing = (math.cos(0.5 * new_tilt), ux * s, uy * s, 0.0)
         twist_q = (math.cos(0.5 * new_twist), 0.0, 0.0, math.sin(0.5 * new_twist))
-        return _qmul(self._nominal, _qmul(swing, twist_q)), tilt_bad, twist_bad
+        return quat_mul_floats(self._nominal, quat_mul_floats(swing, twist_q)), tilt_bad, twist_bad
 
     def _limit_rotation(self, cur: Quat, target: Quat) -> tuple[Quat, bool, bool, bool]:
         """Orientation limits, then the rotation step along the geodesic from ``cur``."""
@@ -371,7 +356,7 @@ class SafetyFilter:
         Returns the orientation and which limits (tilt, twist) acted.
         """
         rx, ry, rz = rotvec
-        q = _qmul(_rotvec_quat(rx * s, ry * s, rz * s), cur)
+        q = quat_mul_floats(rotvec_to_quat_floats(rx * s, ry * s, rz * s), cur)
         clamped, tilt_bad, twist_bad = self._clamp_orientation(q)
         if not (tilt_bad or twist_bad):
             return q, False, False
@@ -381,7 +366,7 @@ class SafetyFilter:
         lo, hi, best = 0.0, s, cur
         for _ in range(_BISECT_STEPS):
             mid = 0.5 * (lo + hi)
-            cand = _qmul(_rotvec_quat(rx * mid, ry * mid, rz * mid), cur)
+            cand = quat_mul_floats(rotvec_to_quat_floats(rx * mid, ry * mid, rz * mid), cur)
             cand = self._clamp_orientation(cand)[0]
             if _relative_rotvec(cand, cur)[3] <= bound:
                 lo, best = mid, cand

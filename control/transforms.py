@@ -26,11 +26,13 @@ __all__ = [
     "quat_conj",
     "quat_from_yaw",
     "quat_mul",
+    "quat_mul_floats",
     "quat_normalize",
     "quat_rotate",
     "quat_to_mat",
     "quat_to_rotvec",
     "rotvec_to_quat",
+    "rotvec_to_quat_floats",
     "yaw_from_quat",
 ]
 
@@ -45,15 +47,27 @@ def _as_vec(x: ArrayLike, size: int, name: str) -> NDArray[np.float64]:
     return arr
 
 
-def _mul_scalar(a: list[float], b: list[float]) -> list[float]:
+QuatFloats = tuple[float, float, float, float]
+"""One (w, x, y, z) quaternion as plain floats."""
+
+
+def quat_mul_floats(a: tuple[float, ...], b: tuple[float, ...]) -> QuatFloats:
+    """:func:`quat_mul` for single quaternions as plain floats: no NumPy on hot control paths."""
     aw, ax, ay, az = a
     bw, bx, by, bz = b
-    return [
+    return (
         aw * bw - ax * bx - ay * by - az * bz,
         aw * bx + ax * bw + ay * bz - az * by,
         aw * by - ax * bz + ay * bw + az * bx,
         aw * bz + ax * by - ay * bx + az * bw,
-    ]
+    )
+
+
+def rotvec_to_quat_floats(vx: float, vy: float, vz: float) -> QuatFloats:
+    """:func:`rotvec_to_quat` for one rotation vector as plain floats (same small-angle series)."""
+    theta = math.sqrt(vx * vx + vy * vy + vz * vz)
+    k = 0.5 - theta * theta / 48.0 if theta < _SMALL_ANGLE else math.sin(0.5 * theta) / theta
+    return (math.cos(0.5 * theta), vx * k, vy * k, vz * k)
 
 
 def quat_mul(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
@@ -61,7 +75,7 @@ def quat_mul(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
     a = _as_vec(a, 4, "a")
     b = _as_vec(b, 4, "b")
     if a.ndim == 1 and b.ndim == 1:  # single quaternions: scalar math is ~10x faster
-        return np.array(_mul_scalar(a.tolist(), b.tolist()))
+        return np.array(quat_mul_floats(tuple(a.tolist()), tuple(b.tolist())))
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
     return np.stack(
@@ -142,10 +156,7 @@ def rotvec_to_quat(v: ArrayLike) -> NDArray[np.float64]:
     """Unit quaternion of a rotation vector ``axis * angle`` (rad)."""
     v = _as_vec(v, 3, "v")
     if v.ndim == 1:
-        vx, vy, vz = v.tolist()
-        theta = math.sqrt(vx * vx + vy * vy + vz * vz)
-        k = 0.5 - theta * theta / 48.0 if theta < _SMALL_ANGLE else math.sin(0.5 * theta) / theta
-        return np.array([math.cos(0.5 * theta), vx * k, vy * k, vz * k])
+        return np.array(rotvec_to_quat_floats(*v.tolist()))
     angle = np.linalg.norm(v, axis=-1, keepdims=True)
     half = 0.5 * angle
     safe = np.where(angle < _SMALL_ANGLE, 1.0, angle)

@@ -52,6 +52,7 @@ from gymnasium import spaces
 
 from handrail.control.safety import SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, EeCommand, decode_action, encode_action
+from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.sim import arm
 from handrail.sim.controller import ControllerConfig, OperationalSpaceController
 
@@ -302,7 +303,9 @@ class ArmEnv(gymnasium.Env):
         tx, ty, tz = self._target_pos.tolist()
         target_quat = self._target_quat
         if rotvec is not None:
-            target_quat = _qmul(_rotvec_quat(*rotvec), tuple(target_quat.tolist()))
+            target_quat = quat_mul_floats(
+                rotvec_to_quat_floats(*rotvec), tuple(target_quat.tolist())
+            )
         pos = tuple(self._site_pos.tolist())
         target_pos, target_quat, report = self.safety.filter(
             pos, quat, (tx + dx, ty + dy, tz + dz), target_quat
@@ -373,27 +376,8 @@ def _decode(
 def _rotate(q: tuple[float, ...], v: tuple[float, float, float]) -> tuple[float, float, float]:
     """``quat_to_mat(q) @ v``: ``v`` rotated by ``q`` (normalised here), as ``q v q*``."""
     n2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
-    _, x, y, z = _qmul(_qmul(q, (0.0, *v)), (q[0], -q[1], -q[2], -q[3]))
+    _, x, y, z = quat_mul_floats(quat_mul_floats(q, (0.0, *v)), (q[0], -q[1], -q[2], -q[3]))
     return (x / n2, y / n2, z / n2)
-
-
-def _rotvec_quat(vx: float, vy: float, vz: float) -> tuple[float, float, float, float]:
-    """``rotvec_to_quat`` in scalar math (same small-angle series)."""
-    angle = math.sqrt(vx * vx + vy * vy + vz * vz)
-    k = 0.5 - angle * angle / 48.0 if angle < 1e-6 else math.sin(0.5 * angle) / angle
-    return (math.cos(0.5 * angle), vx * k, vy * k, vz * k)
-
-
-def _qmul(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float, float, float]:
-    """Hamilton product ``a * b`` of (w, x, y, z) quaternions."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    )
 
 
 def expert_action(

@@ -16,11 +16,13 @@ from handrail.control.transforms import (
     quat_conj,
     quat_from_yaw,
     quat_mul,
+    quat_mul_floats,
     quat_normalize,
     quat_rotate,
     quat_to_mat,
     quat_to_rotvec,
     rotvec_to_quat,
+    rotvec_to_quat_floats,
     yaw_from_quat,
 )
 
@@ -184,3 +186,16 @@ def test_bad_input_gets_clear_errors() -> None:
         quat_to_rotvec([1, 0, 0])
     with pytest.raises(ValueError, match=r"m must have shape"):
         mat_to_quat(np.eye(4))
+
+
+def test_float_helpers_match_the_batched_numpy_path() -> None:
+    """The plain-float helpers (used by the safety filter and the sim step) agree with the
+    vectorised code path, including the small-angle series."""
+    rng = np.random.default_rng(4)
+    for scale in (1e-9, 1e-3, 0.3, 3.0):
+        v = rng.normal(size=3) * scale
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        ref = quat_mul(rotvec_to_quat(v[None]), q[None])[0]  # (1, ...) takes the batched path
+        got = quat_mul_floats(rotvec_to_quat_floats(*v.tolist()), tuple(q.tolist()))
+        np.testing.assert_allclose(got, ref, atol=1e-15)

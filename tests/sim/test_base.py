@@ -156,16 +156,6 @@ def test_scalar_decode_passes_nan_through_and_rejects_bad_shapes() -> None:
         base._decode(np.zeros(3), cfg, (0, 1, 0, 0))
 
 
-def test_scalar_quaternion_composition_matches_transforms() -> None:
-    rng = np.random.default_rng(4)
-    for scale in (1e-9, 1e-3, 0.3, 3.0):
-        v = rng.normal(size=3) * scale
-        q = rng.normal(size=4)
-        q /= np.linalg.norm(q)
-        ref = quat_mul(rotvec_to_quat(v), q)
-        np.testing.assert_allclose(base._qmul(base._rotvec_quat(*v), tuple(q)), ref, atol=1e-15)
-
-
 def test_env_step_target_matches_the_reference_pipeline() -> None:
     """The env's target after a step is decode_action + rotvec composition + safety filter."""
     env = sim.make("pick_cube").unwrapped
