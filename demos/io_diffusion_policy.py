@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from handrail.demos import FieldSpec
-from handrail.demos.ops import ConversionReport, Episode, StoreMeta, write_store
+from handrail.demos.ops import ConversionReport, Episode, StoreMeta, import_into_store
 
 DEFAULT_CONTROL_DT_S = 0.1
 """diffusion_policy's Push-T and real-robot data run at 10 Hz."""
@@ -155,10 +155,4 @@ def import_diffusion_policy(
         report=report,
     )
 
-    def counted() -> Iterator[Episode]:
-        for ep in eps:
-            report.steps += ep.num_steps
-            yield ep
-
-    report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
-    return report
+    return import_into_store(out, meta, eps, report, overwrite=overwrite)

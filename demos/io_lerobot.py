@@ -34,10 +34,10 @@ from handrail.demos.ops import (
     ConversionReport,
     Episode,
     StoreMeta,
+    import_into_store,
     iter_store_episodes,
     require,
     store_meta,
-    write_store,
 )
 
 CODEBASE_VERSION = "v3.0"
@@ -502,10 +502,4 @@ def import_lerobot(
     report = ConversionReport()
     meta, eps = read_lerobot(src, task=task, report=report)
 
-    def counted() -> Iterator[Episode]:
-        for ep in eps:
-            report.steps += ep.num_steps
-            yield ep
-
-    report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
-    return report
+    return import_into_store(out, meta, eps, report, overwrite=overwrite)

@@ -27,10 +27,10 @@ from handrail.demos.ops import (
     ConversionReport,
     Episode,
     StoreMeta,
+    import_into_store,
     iter_store_episodes,
     require,
     store_meta,
-    write_store,
 )
 
 GYM_ENV_TYPE = 2
@@ -264,10 +264,4 @@ def import_robomimic(
     report = ConversionReport()
     meta, eps = read_robomimic(src, task=task, control_dt_s=control_dt_s, report=report)
 
-    def counted() -> Iterator[Episode]:
-        for ep in eps:
-            report.steps += ep.num_steps
-            yield ep
-
-    report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
-    return report
+    return import_into_store(out, meta, eps, report, overwrite=overwrite)

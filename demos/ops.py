@@ -190,6 +190,29 @@ def write_episode(writer: EpisodeWriter, ep: Episode) -> int:
     return episode_id
 
 
+def import_into_store(
+    out: str | Path,
+    meta: StoreMeta,
+    episodes: Iterable[Episode],
+    report: ConversionReport,
+    *,
+    overwrite: bool = False,
+) -> ConversionReport:
+    """Writes converted ``episodes`` into a new store, counting episodes and steps in ``report``.
+
+    The importers' common tail: ``episodes`` may be a lazy reader, so steps are counted as they
+    are written rather than up front.
+    """
+
+    def counted() -> Iterator[Episode]:
+        for ep in episodes:
+            report.steps += ep.num_steps
+            yield ep
+
+    report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
+    return report
+
+
 def write_store(
     path: str | Path, meta: StoreMeta, episodes: Iterable[Episode], *, overwrite: bool = False
 ) -> int:
