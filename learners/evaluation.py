@@ -130,7 +130,10 @@ def evaluate(
             "evaluate(video=...): the env must be created with render_mode='rgb_array'; "
             f"got render_mode={getattr(env, 'render_mode', None)!r}"
         )
-    returns, lengths, successes, frames = [], [], [], []
+    returns: list[float] = []
+    lengths: list[int] = []
+    successes: list[bool] = []
+    frames: list[np.ndarray] = []
     for i in range(episodes):
         ret, length, success = _run_episode(
             env, policy, seed + i, success_key, max_steps, frames if i < num_video else None

@@ -19,6 +19,7 @@ continues bit for bit.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -327,7 +328,7 @@ def _fused_jit(
     cfg = sac.config
     rows = _insert_rows(rows, new_rows, idx)
     rng, key_online, key_demo, key_act = jax.random.split(state.rng, 4)
-    state = state.replace(rng=rng)
+    state = dataclasses.replace(state, rng=rng)
     parts = []
     if n_demo > 0:
         parts.append(demo_rows[jax.random.randint(key_demo, (cfg.utd, n_demo), 0, len(demo_rows))])
@@ -352,7 +353,7 @@ def _pretrain_jit(
         rng, key = jax.random.split(state.rng)
         pick = jax.random.randint(key, (cfg.batch_size,), 0, len(demo_rows))
         batch = unpack(demo_rows[pick], sac.obs_spec.dim, sac.action_spec.dim)
-        return sac.pretrain_step(state.replace(rng=rng), batch)
+        return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
 
     state, metrics = jax.lax.scan(body, state, None, length=cfg.pretrain_steps)
     return state, {k: v[-1] for k, v in metrics.items()}
@@ -361,4 +362,4 @@ def _pretrain_jit(
 @functools.partial(jax.jit, static_argnums=0)
 def _act_only_jit(sac: SAC, state: SACState, obs: jax.Array) -> tuple[SACState, jax.Array]:
     rng, key = jax.random.split(state.rng)
-    return state.replace(rng=rng), sac.policy_fn(state.actor_params, obs, key)[0]
+    return dataclasses.replace(state, rng=rng), sac.policy_fn(state.actor_params, obs, key)[0]

@@ -315,7 +315,8 @@ class RunMonitor:
         self.last_eval: dict[str, Any] | None = evals[-1] if evals else None
         self.should_stop = False
         self._bar = None
-        self._rate_t, self._rate_updates = time.monotonic(), None
+        self._rate_t = time.monotonic()
+        self._rate_updates: int | None = None
         if progress:
             from tqdm.auto import tqdm
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from handrail.learners import losses
 from handrail.learners.networks import Actor, CriticEnsemble, tanh_gaussian_sample
@@ -181,20 +182,27 @@ class SAC:
     # -- networks as functions of explicit params -------------------------------------------
     def policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
         """Sample a ~ pi(.|obs) in [-1, 1] and its log-probability."""
-        mean, log_std = self.actor.apply({"params": actor_params}, obs)
+        mean, log_std = self._actor_out(actor_params, obs)
         return tanh_gaussian_sample(mean, log_std, key)
 
     def mode_fn(self, actor_params: Any, obs: jax.Array) -> jax.Array:
         """The deterministic action tanh(mean) in [-1, 1]."""
-        return jnp.tanh(self.actor.apply({"params": actor_params}, obs)[0])
+        return jnp.tanh(self._actor_out(actor_params, obs)[0])
 
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of all critics, shape (num_critics, ...)."""
-        return self.critic.apply({"params": critic_params}, obs, action)
+        q: jax.Array = self.critic.apply({"params": critic_params}, obs, action)  # type: ignore[assignment]
+        return q
 
     def subset_critic_fn(self, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of ``critic_subset`` critics whose params were gathered from the ensemble."""
-        return self.subset_critic.apply({"params": params}, obs, action)
+        q: jax.Array = self.subset_critic.apply({"params": params}, obs, action)  # type: ignore[assignment]
+        return q
+
+    def _actor_out(self, actor_params: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(mean, log_std) of the Gaussian before the tanh."""
+        out: tuple[jax.Array, jax.Array] = self.actor.apply({"params": actor_params}, obs)  # type: ignore[assignment]
+        return out
 
     # -- state --------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> SACState:
@@ -332,8 +340,7 @@ class SAC:
         self, actor_params: Any, obs: jax.Array, key: jax.Array, deterministic: bool
     ) -> jax.Array:
         if deterministic:
-            mean, _ = self.actor.apply({"params": actor_params}, obs)
-            return jnp.tanh(mean)
+            return self.mode_fn(actor_params, obs)
         return self.policy_fn(actor_params, obs, key)[0]
 
     def act(
@@ -345,11 +352,11 @@ class SAC:
 
     def make_policy(
         self, params: Any, deterministic: bool
-    ) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    ) -> Callable[[ArrayLike, jax.Array], jax.Array]:
         """The one inference function ``policy(obs_flat, key) -> action in [-1, 1]`` (jitted)."""
         act = self._act
 
-        def policy(obs_flat: jax.Array, key: jax.Array) -> jax.Array:
+        def policy(obs_flat: ArrayLike, key: jax.Array) -> jax.Array:
             return act(params, jnp.asarray(obs_flat, jnp.float32), key, deterministic=deterministic)
 
         return policy

@@ -207,7 +207,8 @@ def _make_callback(sb3: Any, monitor: RunMonitor, success_key: str) -> Any:
         """Feeds SB3's steps into the shared RunMonitor; returns False to stop early."""
 
         def _on_training_start(self) -> None:
-            self.ep_return, self.ep_length, self.ep_success = 0.0, 0, None
+            self.ep_return, self.ep_length = 0.0, 0
+            self.ep_success: bool | None = None
 
         def _on_step(self) -> bool:
             self.ep_return += float(self.locals["rewards"][0])

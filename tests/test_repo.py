@@ -60,7 +60,7 @@ def test_bare_layer_names_are_not_importable_as_top_level() -> None:
 
 
 def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
-    """CONVENTIONS.md: control/ and demos/ (the hardware-path layers) are type-checked.
+    """CONVENTIONS.md: control/, learners/ and demos/ are type-checked.
 
     The repository root is the handrail package, so mypy is pointed at a `handrail` link to it:
     module names then never depend on what the checkout's folder is called.
@@ -68,7 +68,7 @@ def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
     (tmp_path / "handrail").symlink_to(ROOT, target_is_directory=True)
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-         "--cache-dir", str(tmp_path / "cache"), "-p", "handrail.control", "-p", "handrail.demos"],
+         "--cache-dir", str(tmp_path / "cache"), "-p", "handrail.control", "-p", "handrail.learners", "-p", "handrail.demos"],
         cwd=tmp_path, env={**os.environ, "MYPYPATH": str(tmp_path)},
         capture_output=True, text=True, check=False,
     )  # fmt: skip
