@@ -29,7 +29,7 @@ class Command:
 # (group, name) -> Command. A group of "" means a top-level command such as `handrail train`.
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("train",): Command("train_cmd:train", "Train a policy (SAC/RLPD in JAX, or SB3) on a task."),
-    ("eval",): Command("train_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
+    ("eval",): Command("eval_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
     ("sim", "rollout"): Command(
         "sim_cmd:rollout", "Run episodes with a policy, print success, write a video."
     ),

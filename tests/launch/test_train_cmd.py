@@ -1,87 +1,19 @@
-"""`handrail train` / `handrail eval`: config resolution, task resolution, errors, run folder."""
+"""`handrail train` end to end on tiny configs: errors, run folder, eval of the run, resume."""
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from handrail.launch import train_cmd
-from handrail.launch.train_cmd import (
-    EvalConfig,
-    TrainConfig,
-    locate_checkpoint,
-    make_env,
-    parse_demos,
-    resolve,
-)
+from handrail.launch import eval_cmd, train_cmd
+from handrail.launch.eval_cmd import EvalConfig
+from handrail.launch.train_config import TrainConfig
 
 TINY = {"hidden_dims": (32, 32), "batch_size": 32, "warmup_steps": 100, "eval_episodes": 1}
-
-
-def test_preset_then_field_overrides() -> None:
-    cfg = resolve(TrainConfig(task="push", utd=3, seed=7, reward="dense"))
-    preset = train_cmd.PRESETS["push"]
-    assert cfg.sac.utd == 3 and cfg.seed == 7
-    assert cfg.steps == preset.steps and cfg.sac.n_step == preset.sac["n_step"]
-    assert cfg.sac.backup_entropy is False and cfg.env_overrides == {"reward": "dense"}
-    with pytest.raises(ValueError, match="--episode-steps applies to handrail tasks only"):
-        resolve(TrainConfig(task="Pendulum-v1", episode_steps=10))
-    generic = resolve(TrainConfig(task="Pendulum-v1", num_critics=1))
-    assert generic.sac.num_critics == 1 and generic.sac.critic_subset == 1
-    assert resolve(TrainConfig(sac_preset="rlpd")).sac.num_critics == 10
-
-
-def test_resolved_config_json_round_trip() -> None:
-    cfg = resolve(TrainConfig(task="reach", demos="expert:5"))
-    again = train_cmd.ResolvedConfig.from_json(json.loads(json.dumps(cfg.to_json())))
-    assert again == cfg
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [({"steps": 0}, "steps"), ({"eval_episodes": 0}, "eval_episodes"),
-     ({"demos": "expert:zero"}, "expert:N"), ({"stop_at_success": 1.5}, "stop_at_success")],
-)  # fmt: skip
-def test_bad_options_name_the_field(kwargs: dict, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        TrainConfig(**kwargs)
-    with pytest.raises(ValueError, match="episodes"):
-        EvalConfig(path=Path("x"), episodes=0)
-
-
-def test_parse_demos() -> None:
-    assert parse_demos("expert:20") == ("expert", 20)
-    assert parse_demos("data/demos.zarr") == ("store", "data/demos.zarr")
-
-
-def test_module_envid_form_imports_the_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "handrail_test_envmod.py").write_text(
-        textwrap.dedent(
-            """
-            import gymnasium as gym
-            gym.register("HandrailTestPendulum-v0", entry_point="gymnasium.envs.classic_control:PendulumEnv",
-                         max_episode_steps=20)
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    env = make_env("handrail_test_envmod:HandrailTestPendulum-v0")
-    assert env.spec is not None and env.spec.max_episode_steps == 20
-    env.close()
-    with pytest.raises(ValueError, match="cannot import module 'no_such_module_xyz'"):
-        make_env("no_such_module_xyz:Foo-v0")
-
-
-def test_unknown_task_lists_the_handrail_tasks() -> None:
-    with pytest.raises(ValueError, match=r"not a handrail task .*pick_cube"):
-        make_env("NoSuchEnv-v9")
 
 
 def test_discrete_action_env_is_a_clear_error(tmp_path: Path) -> None:
@@ -89,20 +21,6 @@ def test_discrete_action_env_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"CartPole-v1.*continuous Box action space.*Discrete"):
         train_cmd.train(config)
     assert not (tmp_path / "run").exists()
-
-
-def test_locate_checkpoint_needs_a_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no checkpoint"):
-        locate_checkpoint(tmp_path)
-    (tmp_path / "checkpoints" / "best").mkdir(parents=True)
-    with pytest.raises(ValueError, match="no checkpoint"):
-        locate_checkpoint(tmp_path)
-    (tmp_path / "checkpoints" / "best" / "state.msgpack").write_bytes(b"")
-    (tmp_path / "config.json").write_text(json.dumps({"task": "Pendulum-v1"}))
-    ckpt, config = locate_checkpoint(tmp_path)
-    assert ckpt == tmp_path / "checkpoints" / "best" and config == {"task": "Pendulum-v1"}
-    assert locate_checkpoint(ckpt) == (ckpt, config)
-    assert np.isfinite(train_cmd.PRESETS["reach"].steps)
 
 
 # ---------------------------------------------------------------------------- end to end (tiny)
@@ -144,11 +62,11 @@ def test_run_folder_contents(tiny_run: Path) -> None:
 def test_eval_command_on_run_and_checkpoint(
     tiny_run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert train_cmd.evaluate(EvalConfig(path=tiny_run, episodes=2)) == 0
+    assert eval_cmd.evaluate(EvalConfig(path=tiny_run, episodes=2)) == 0
     out = capsys.readouterr().out
     assert "2 episodes: return" in out and "length 50.0" in out
     latest = tiny_run / "checkpoints" / "latest"
-    assert train_cmd.evaluate(EvalConfig(path=latest, episodes=1)) == 0
+    assert eval_cmd.evaluate(EvalConfig(path=latest, episodes=1)) == 0
     assert "1 episodes" in capsys.readouterr().out
 
 
@@ -179,20 +97,12 @@ def test_demo_store_with_other_fields_is_a_clear_error(tmp_path: Path) -> None:
         train_cmd.train(tiny_config(tmp_path / "run", demos=str(store)))
 
 
-def test_expert_demos_load_like_a_store() -> None:
-    """`--demos expert:N` yields the same EpisodeData a store loads, so one converter serves both."""
-    from handrail.demos import EpisodeData
-    from handrail.learners.demo_data import to_transitions
-    from handrail.learners.specs import ActionSpec, ObsSpec
+def test_split_out_names_stay_importable_from_train_cmd() -> None:
+    """Code written against the single-module train_cmd keeps working after the split."""
+    from handrail.launch import envs, train_config, train_demos
 
-    data = train_cmd.expert_episodes("reach", 3, seed=5)
-    assert isinstance(data, EpisodeData)
-    assert data.num_episodes == 3 and np.all(data.intervention == 2)  # 2: scripted
-    assert [r.start for r in data.records] == data.episode_starts.tolist()
-    assert [r.num_steps for r in data.records] == data.episode_lengths.tolist()
-    assert all(r.success for r in data.records) and data.records[0].seed == 5
-    env = train_cmd.make_env("reach")
-    transitions = to_transitions(
-        data, ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
-    )
-    assert len(transitions.reward) == data.num_steps
+    assert train_cmd.PRESETS is train_config.PRESETS and train_cmd.resolve is train_config.resolve
+    assert train_cmd.make_env is envs.make_env and train_cmd.evaluate is eval_cmd.evaluate
+    assert train_cmd.expert_episodes is train_demos.expert_episodes
+    for name in train_cmd.__all__:
+        assert getattr(train_cmd, name) is not None

@@ -1,0 +1,93 @@
+"""``handrail eval``: evaluate a run folder or a checkpoint (success rate with a 95% CI)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from handrail.launch.envs import make_env
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Options of ``handrail eval``."""
+
+    path: tyro.conf.Positional[Path]
+    """A run folder (evaluates checkpoints/<checkpoint>) or a checkpoint folder."""
+    episodes: int = 20
+    """Episodes to run."""
+    video: bool = False
+    """Record the first episode as an mp4 (into the run's videos/ or next to the checkpoint)."""
+    seed: int = 100_000
+    """Seed of the first episode (episode i uses seed + i)."""
+    checkpoint: Literal["best", "latest"] = "best"
+    """Which checkpoint of a run folder to evaluate."""
+    task: str | None = None
+    """Task to evaluate on; default: the task in the run's config.json."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"EvalConfig.episodes must be >= 1, got {self.episodes}")
+
+
+def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, Any] | None]:
+    """Finds the checkpoint folder and the run config (if any) for a run or checkpoint path."""
+    path = Path(path)
+    if (path / "checkpoints").is_dir():
+        run_root, ckpt = path, path / "checkpoints" / which
+    else:
+        run_root, ckpt = path.parent.parent, path
+    if (ckpt / "learner" / "state.msgpack").is_file():  # a Trainer.save folder
+        ckpt = ckpt / "learner"
+    if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
+        raise ValueError(
+            f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "
+            "or a checkpoint folder"
+        )
+    run_config = run_root / "config.json"
+    config = json.loads(run_config.read_text()) if run_config.is_file() else None
+    if config is not None and "task" not in config:
+        config = None
+    return ckpt, config
+
+
+def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
+    """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
+    from handrail.learners.evaluation import evaluate as run_evaluation
+
+    ckpt, run_config = locate_checkpoint(config.path, config.checkpoint)
+    task = config.task or (run_config or {}).get("task")
+    if task is None:
+        raise ValueError(f"{config.path}: no run config.json to read the task from; pass --task")
+    overrides = (
+        (run_config or {}).get("env_overrides", {})
+        if task == (run_config or {}).get("task")
+        else {}
+    )
+    if (ckpt / "model.zip").is_file():
+        from handrail.learners.sb3_backend import load_sb3_policy
+
+        policy = load_sb3_policy(ckpt)
+    else:
+        from handrail.learners.checkpoint import load_policy
+
+        policy = load_policy(ckpt, deterministic=True)
+    env = make_env(task, render_mode="rgb_array" if config.video else None, **overrides)
+    success_key = (run_config or {}).get("success_key", "success")
+    result = run_evaluation(
+        env, policy, config.episodes, config.seed, video=config.video, success_key=success_key
+    )
+    env.close()
+    print(f"{ckpt}: {result.summary()}")
+    if config.video and result.frames:
+        import imageio.v2 as imageio
+
+        fps = 1.0 / getattr(env.unwrapped, "control_dt_s", 0.05)
+        video_path = ckpt / f"eval_seed{config.seed}.mp4"
+        imageio.mimwrite(video_path, result.frames, fps=fps)
+        print(f"video: {video_path}")
+    return 0
