@@ -1,0 +1,223 @@
+"""Episodes as plain NumPy arrays, read from and written to stores one at a time.
+
+:class:`Episode` is the per-episode in-RAM form that the import/export converters and the
+whole-store operations (:mod:`handrail.demos.ops`) share, so a converter only has to map arrays,
+never to talk to Zarr; :class:`StoreMeta` is what a new store needs besides its episodes, and
+:class:`ConversionReport` what a conversion wrote and could not carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from handrail.demos import EpisodeData, EpisodeWriter, FieldSpec, create_store
+from handrail.demos.format import StoreKind, parse_kind
+
+
+@dataclass
+class Episode:
+    """One episode as plain NumPy arrays (time-major, ``T`` steps).
+
+    ``obs[k][t]`` is the observation the action ``action[t]`` was taken in; ``final_obs[k]`` is
+    the observation after the last step.
+    """
+
+    obs: dict[str, np.ndarray]
+    final_obs: dict[str, np.ndarray]
+    action: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    policy_action: np.ndarray | None = None
+    intervention: np.ndarray | None = None
+    timestamp: np.ndarray | None = None
+    success: bool = False
+    seed: int | None = None
+    task: str | None = None
+
+    @property
+    def num_steps(self) -> int:
+        """Number of steps (actions) in the episode."""
+        return len(self.action)
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """What ``create_store`` needs besides the episodes."""
+
+    kind: StoreKind
+    task: str
+    obs_fields: tuple[FieldSpec, ...]
+    action_dim: int
+    control_dt_s: float
+    robot: str = "sim_panda"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConversionReport:
+    """What an import or export wrote and what it could not carry over."""
+
+    episodes: int = 0
+    """Episodes written."""
+    steps: int = 0
+    """Steps written."""
+    dropped: list[str] = field(default_factory=list)
+    """Fields the target format cannot express (said once each)."""
+    notes: list[str] = field(default_factory=list)
+    """Values that were assumed or approximated."""
+
+    def drop(self, what: str) -> None:
+        """Records a dropped field once."""
+        if what not in self.dropped:
+            self.dropped.append(what)
+
+    def note(self, what: str) -> None:
+        """Records an assumption once."""
+        if what not in self.notes:
+            self.notes.append(what)
+
+    def format(self) -> str:
+        """Human-readable lines for the command line."""
+        lines = [f"wrote {self.episodes} episodes, {self.steps} steps"]
+        lines += [f"dropped: {d}" for d in self.dropped]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def require(module: str, purpose: str) -> Any:
+    """Imports an optional dependency or raises an ImportError naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"{purpose} needs the optional package '{module.split('.')[0]}': "
+            "install it with `pip install 'handrail[io]'`"
+        ) from exc
+
+
+def record_value(record: Any, name: str, default: Any = None) -> Any:
+    """Reads ``name`` from a per-episode record (attribute or mapping)."""
+    if isinstance(record, Mapping):
+        return record.get(name, default)
+    return getattr(record, name, default)
+
+
+def store_meta(reader: Any) -> StoreMeta:
+    """The :class:`StoreMeta` of an open store (an ``EpisodeReader``)."""
+    attrs = dict(reader.attrs)
+    return StoreMeta(
+        kind=parse_kind(attrs.get("kind", "demo")),
+        task=str(attrs.get("task", "")),
+        obs_fields=tuple(reader.obs_fields),
+        action_dim=int(attrs.get("action_dim", 0)),
+        control_dt_s=float(attrs.get("control_dt_s", 0.0)),
+        robot=str(attrs.get("robot", "sim_panda")),
+    )
+
+
+def episodes_from_data(data: EpisodeData) -> list[Episode]:
+    """Splits an :class:`EpisodeData` (E episodes concatenated) into one :class:`Episode` each."""
+    episodes = []
+    for e, (start, length) in enumerate(
+        zip(data.episode_starts, data.episode_lengths, strict=True)
+    ):
+        sl = slice(int(start), int(start) + int(length))
+        rec = data.records[e]
+        episodes.append(
+            Episode(
+                obs={k: np.asarray(v[sl]) for k, v in data.obs.items()},
+                final_obs={k: np.asarray(v[e]) for k, v in data.final_obs.items()},
+                action=np.asarray(data.action[sl]),
+                reward=np.asarray(data.reward[sl]),
+                terminated=np.asarray(data.terminated[sl], dtype=bool),
+                truncated=np.asarray(data.truncated[sl], dtype=bool),
+                policy_action=np.asarray(data.policy_action[sl]),
+                intervention=np.asarray(data.intervention[sl]),
+                timestamp=np.asarray(data.timestamp[sl]),
+                success=bool(record_value(rec, "success", False)),
+                seed=record_value(rec, "seed"),
+                task=record_value(rec, "task"),
+            )
+        )
+    return episodes
+
+
+def iter_store_episodes(reader: Any, **filters: Any) -> Iterator[tuple[Any, Episode]]:
+    """Yields ``(record, Episode)`` one episode at a time (``filters`` go to ``iter_episodes``)."""
+    for data in reader.iter_episodes(**filters):
+        yield from zip(data.records, episodes_from_data(data), strict=True)
+
+
+def write_episode(writer: EpisodeWriter, ep: Episode) -> int:
+    """Appends one episode through ``writer`` and commits it; returns its episode id."""
+    steps = ep.num_steps
+    policy = ep.action if ep.policy_action is None else ep.policy_action
+    interv = np.zeros(steps, np.int8) if ep.intervention is None else ep.intervention
+    seed = None if ep.seed is None or int(ep.seed) < 0 else int(ep.seed)
+    episode_id = writer.begin_episode(seed=seed, task=ep.task)
+    for t in range(steps):
+        writer.add_step(
+            obs={k: v[t] for k, v in ep.obs.items()},
+            action=ep.action[t],
+            policy_action=policy[t],
+            intervention=int(interv[t]),
+            reward=float(ep.reward[t]),
+            terminated=bool(ep.terminated[t]),
+            truncated=bool(ep.truncated[t]),
+            timestamp=None if ep.timestamp is None else float(ep.timestamp[t]),
+        )
+    # wait=False: bulk copies commit in the background; closing the writer commits the rest.
+    writer.end_episode(final_obs=ep.final_obs, success=bool(ep.success), wait=False)
+    return episode_id
+
+
+def import_into_store(
+    out: str | Path,
+    meta: StoreMeta,
+    episodes: Iterable[Episode],
+    report: ConversionReport,
+    *,
+    overwrite: bool = False,
+) -> ConversionReport:
+    """Writes converted ``episodes`` into a new store, counting episodes and steps in ``report``.
+
+    The importers' common tail: ``episodes`` may be a lazy reader, so steps are counted as they
+    are written rather than up front.
+    """
+
+    def counted() -> Iterator[Episode]:
+        for ep in episodes:
+            report.steps += ep.num_steps
+            yield ep
+
+    report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
+    return report
+
+
+def write_store(
+    path: str | Path, meta: StoreMeta, episodes: Iterable[Episode], *, overwrite: bool = False
+) -> int:
+    """Creates a new store at ``path`` holding ``episodes``; returns how many were written."""
+    count = 0
+    with create_store(
+        path,
+        kind=meta.kind,
+        obs_fields=list(meta.obs_fields),
+        action_dim=meta.action_dim,
+        control_dt_s=meta.control_dt_s,
+        task=meta.task,
+        robot=meta.robot,
+        overwrite=overwrite,
+    ) as writer:
+        for ep in episodes:
+            write_episode(writer, ep)
+            count += 1
+    return count
