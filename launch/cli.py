@@ -34,9 +34,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "sim_cmd:rollout", "Run episodes with a policy, print success, write a video."
     ),
     ("sim", "view"): Command("sim_cmd:view", "Open the interactive MuJoCo viewer on a task."),
-    ("record",): Command("demos_cmd:record", "Record episodes into a Zarr episode store."),
+    ("record",): Command("record_cmd:record", "Record episodes into a Zarr episode store."),
     ("replay",): Command(
-        "demos_cmd:replay", "Replay recorded actions in the sim; report drift; render."
+        "replay_cmd:replay", "Replay recorded actions in the sim; report drift; render."
     ),
     ("demos", "info"): Command("demos_cmd:info", "Summary table of an episode store."),
     ("demos", "validate"): Command(

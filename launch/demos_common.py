@@ -1,0 +1,52 @@
+"""What the ``handrail record``, ``replay`` and ``demos ...`` commands share.
+
+The positional store-path argument, the sim's camera names, episode-id lists, and how a bad input
+or a damaged store becomes one clear line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Annotated
+
+import tyro
+
+StorePath = Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="PATH")]
+"""A positional store path, shown as PATH in --help."""
+
+CAMERAS = ("front", "wrist")
+"""Sim cameras a store can hold images from (``--cameras``; replay restores them by name)."""
+
+
+def fail(command: str, message: str, code: int = 2) -> int:
+    """Prints ``handrail COMMAND: MESSAGE`` to stderr and returns the exit ``code``."""
+    print(f"handrail {command}: {message}", file=sys.stderr)
+    return code
+
+
+def guarded(command: str, body: Callable[[], int]) -> int:
+    """Runs ``body``; a bad input or a damaged store becomes one clear line and exit code 2."""
+    from handrail.demos import StoreError
+
+    try:
+        return body()
+    except (StoreError, ValueError, TypeError, OSError, ImportError) as exc:
+        return fail(command, f"error: {exc}")
+
+
+def parse_episodes(spec: str) -> list[int] | None:
+    """``"0,3,5-7"`` -> ``[0, 3, 5, 6, 7]``; an empty string means all episodes (None)."""
+    if not spec.strip():
+        return None
+    out: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if m is None:
+            raise ValueError(f"--episodes {spec!r}: use ids and ranges such as 0,3,5-7")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"--episodes {spec!r}: range {part.strip()} runs backwards")
+        out.extend(range(lo, hi + 1))
+    return list(dict.fromkeys(out))

@@ -1,0 +1,159 @@
+"""``handrail record``: record a task's scripted expert into a Zarr episode store.
+
+The sim is imported when the command runs, not when the command table is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import tyro
+
+from handrail.launch.demos_common import CAMERAS, fail, guarded
+
+HUMAN_SOURCES = ("keyboard", "gamepad", "spacemouse")
+SCRIPTED = 2  # intervention source code of the store: 0 policy, 1 human, 2 scripted
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """Options of ``handrail record``."""
+
+    task: str
+    """Task to record (reach, pick_cube, peg_insert, push)."""
+    out: str
+    """Episode store to write (a folder)."""
+    source: Literal["expert", "keyboard", "gamepad", "spacemouse"] = "expert"
+    """Who acts: the task's scripted expert, or a human device (comes with interventions)."""
+    episodes: int = 10
+    """Number of episodes to record."""
+    seed: int = 0
+    """Seed of the first episode; episode i is reset with seed + i (stored for replay)."""
+    cameras: str = ""
+    """Comma-separated cameras to record, e.g. front,wrist; empty records state only."""
+    image_size: int = 64
+    """Camera image height and width in pixels."""
+    append: bool = False
+    """Append to an existing store (its fields must match) instead of creating one."""
+    overwrite: bool = False
+    """Replace an existing store at --out."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {self.episodes}")
+        if self.image_size < 8:
+            raise ValueError(f"--image-size must be >= 8 pixels, got {self.image_size}")
+        if self.append and self.overwrite:
+            raise ValueError("--append and --overwrite exclude each other: pick one")
+        unknown = sorted(set(self.camera_names) - set(CAMERAS))
+        if unknown:
+            raise ValueError(f"--cameras: unknown {unknown}; choose from {', '.join(CAMERAS)}")
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        """The cameras as a tuple."""
+        return tuple(c.strip() for c in self.cameras.split(",") if c.strip())
+
+
+def fields_from_space(space: Any) -> list[Any]:
+    """One FieldSpec per key of a gymnasium Dict observation space."""
+    from handrail.demos import FieldSpec
+
+    return [
+        FieldSpec(name=k, dtype=str(np.dtype(box.dtype)), shape=tuple(box.shape))
+        for k, box in space.spaces.items()
+    ]
+
+
+def _record_episode(env: Any, expert: Any, writer: Any, seed: int, task: str) -> bool:
+    """Runs and commits one expert episode; an interruption aborts it (nothing half-written)."""
+    obs, info = env.reset(seed=seed)
+    expert.reset(seed=seed)
+    writer.begin_episode(seed=seed, task=task)
+    try:
+        while True:
+            action = np.asarray(expert(obs), dtype=np.float32)
+            nxt, reward, terminated, truncated, info = env.step(action)
+            writer.add_step(
+                obs=obs,
+                action=action,
+                policy_action=action,
+                intervention=SCRIPTED,
+                reward=float(reward),
+                terminated=bool(terminated),
+                truncated=bool(truncated),
+            )
+            obs = nxt
+            if terminated or truncated:
+                break
+    except BaseException:
+        writer.abort_episode()
+        raise
+    success = bool(info.get("success", False))
+    writer.end_episode(final_obs=obs, success=success)
+    return success
+
+
+def _open_record_writer(cfg: RecordConfig, env: Any) -> Any:
+    from handrail.demos import create_store, open_store, open_writer
+    from handrail.demos.format import check_fields
+
+    fields = fields_from_space(env.observation_space)
+    if cfg.append:
+        check_fields(open_store(cfg.out), fields)
+        return open_writer(cfg.out)
+    return create_store(
+        cfg.out,
+        kind="demo",
+        obs_fields=fields,
+        action_dim=int(env.action_space.shape[0]),
+        control_dt_s=float(env.unwrapped.control_dt_s),
+        task=cfg.task,
+        overwrite=cfg.overwrite,
+    )
+
+
+def _record(cfg: RecordConfig) -> int:
+    from tqdm import tqdm
+
+    from handrail import sim
+
+    overrides: dict[str, Any] = {}
+    if cfg.camera_names:
+        overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
+    env = sim.make(cfg.task, **overrides)
+    expert = sim.make_expert(cfg.task, env)
+    done = successes = 0
+    bar = tqdm(total=cfg.episodes, desc=f"record {cfg.task}", unit="ep")
+    try:
+        with _open_record_writer(cfg, env) as writer:
+            for i in range(cfg.episodes):
+                successes += _record_episode(env, expert, writer, cfg.seed + i, cfg.task)
+                done += 1
+                bar.update(1)
+                bar.set_postfix_str(f"success {successes}/{done}")
+    except KeyboardInterrupt:
+        bar.close()
+        print(
+            f"interrupted: {done} finished episodes committed to {cfg.out}; the unfinished one "
+            "was dropped"
+        )
+        return 130
+    finally:
+        env.close()
+    bar.close()
+    print(f"recorded {done} episodes of {cfg.task} into {cfg.out}: {successes} successful")
+    return 0
+
+
+def record(cfg: Annotated[RecordConfig, tyro.conf.arg(name="")]) -> int:
+    """Record episodes of a task into a Zarr episode store."""
+    if cfg.source in HUMAN_SOURCES:
+        return fail(
+            "record",
+            f"--source {cfg.source}: human teleoperation devices come with the interventions "
+            "work; use --source expert for now",
+        )
+    return guarded("record", lambda: _record(cfg))
