@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from handrail.demos import FieldSpec
-from handrail.demos.ops import ConversionReport, Episode, StoreMeta, import_into_store
+from handrail.demos.episodes import ConversionReport, Episode, StoreMeta, import_into_store
 
 DEFAULT_CONTROL_DT_S = 0.1
 """diffusion_policy's Push-T and real-robot data run at 10 Hz."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from handrail.demos import FieldSpec, open_store
-from handrail.demos.ops import (
+from handrail.demos.episodes import (
     ConversionReport,
     Episode,
     StoreMeta,

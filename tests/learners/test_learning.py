@@ -1,7 +1,7 @@
 """Learning tests: small CPU configs must reach a success threshold within a step budget.
 
 Marked slow, still run in CI. Each test trains in-process through ``handrail train`` with the
-task's preset (``handrail.launch.train_cmd.PRESETS``: 128x128 MLPs, 2 LayerNorm critics, batch
+task's preset (``handrail.launch.train_config.PRESETS``: 128x128 MLPs, 2 LayerNorm critics, batch
 128, UTD 8, gamma 0.95, initial temperature 0.05, dense reward; pick_cube adds a TD3+BC-scaled
 behaviour-cloning term on the demo rows, bc_weight 2.0) and stops at the first evaluation
 (20 episodes, every 1000 env steps) that reaches the threshold.
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from handrail.launch.train_cmd import TrainConfig, train
+from handrail.launch.train_cmd import train
+from handrail.launch.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
