@@ -55,6 +55,27 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
     return ckpt, config
 
 
+def _run_root(ckpt: Path) -> Path | None:
+    """The run folder a checkpoint belongs to (``<run>/checkpoints/...``), if any."""
+    for parent in ckpt.parents:
+        if parent.name == "checkpoints" and (parent.parent / "config.json").is_file():
+            return parent.parent
+    return None
+
+
+def video_dir(ckpt: Path) -> Path:
+    """Where ``handrail eval --video`` writes: the run's ``videos/``, else the checkpoint."""
+    root = _run_root(ckpt)
+    return ckpt if root is None else root / "videos"
+
+
+def ckpt_label(ckpt: Path) -> str:
+    """A short name for a checkpoint inside its run (``best``, ``latest``), else its folder."""
+    root = _run_root(ckpt)
+    rel = ckpt.relative_to(root / "checkpoints") if root is not None else Path(ckpt.name)
+    return rel.parts[0]
+
+
 def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
     from handrail.learners.evaluation import evaluate as run_evaluation
@@ -84,10 +105,9 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     env.close()
     print(f"{ckpt}: {result.summary()}")
     if config.video and result.frames:
-        import imageio.v2 as imageio
+        from handrail.learners.runlog import write_video
 
         fps = 1.0 / getattr(env.unwrapped, "control_dt_s", 0.05)
-        video_path = ckpt / f"eval_seed{config.seed}.mp4"
-        imageio.mimwrite(video_path, result.frames, fps=fps)
-        print(f"video: {video_path}")
+        name = f"eval_{ckpt_label(ckpt)}_seed{config.seed}"
+        print(f"video: {write_video(video_dir(ckpt), result.frames, name, fps)}")
     return 0

@@ -214,17 +214,8 @@ class RunDir:
 
     # ----------------------------------------------------------------- video
     def write_video(self, frames: Sequence[np.ndarray], name: str, fps: float = 20.0) -> Path:
-        """Writes ``videos/<name>.mp4`` from HxWx3 uint8 frames (temp file, then rename)."""
-        if len(frames) == 0:
-            raise ValueError(f"write_video({name!r}): no frames; render the env with rgb_array")
-        import imageio.v2 as imageio
-
-        self.videos_dir.mkdir(exist_ok=True)
-        path = self.videos_dir / f"{name}.mp4"
-        tmp = self.videos_dir / f".{name}.tmp.mp4"
-        imageio.mimwrite(tmp, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps)
-        os.replace(tmp, path)
-        return path
+        """Writes ``videos/<name>.mp4`` (see :func:`write_video`)."""
+        return write_video(self.videos_dir, frames, name, fps)
 
     def close(self) -> None:
         """Flushes and closes the metrics and TensorBoard files."""
@@ -400,3 +391,19 @@ def _eval_score(record: Mapping[str, Any]) -> tuple[float, float]:
     """Ranks evaluations: success rate first (if reported), then mean return."""
     rate = record.get("success_rate")
     return (-1.0 if rate is None else float(rate), float(record.get("mean_return") or 0.0))
+
+
+def write_video(
+    directory: str | os.PathLike[str], frames: Sequence[np.ndarray], name: str, fps: float = 20.0
+) -> Path:
+    """Writes ``<directory>/<name>.mp4`` from HxWx3 uint8 frames (temp file, then rename)."""
+    if len(frames) == 0:
+        raise ValueError(f"write_video({name!r}): no frames; render the env with rgb_array")
+    import imageio.v2 as imageio
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    path, tmp = folder / f"{name}.mp4", folder / f".{name}.tmp.mp4"
+    imageio.mimwrite(tmp, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps)
+    os.replace(tmp, path)
+    return path

@@ -1,4 +1,4 @@
-"""`handrail eval`: finding the checkpoint and the run config, and option validation.
+"""`handrail eval`: finding the checkpoint and the run config, option validation, videos.
 
 The end-to-end eval of a freshly trained run is in test_train_cmd.py, next to the tiny run it
 evaluates.
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from handrail.launch.eval_cmd import EvalConfig, locate_checkpoint
+from handrail.launch.eval_cmd import EvalConfig, ckpt_label, evaluate, locate_checkpoint, video_dir
+from handrail.launch.train_cmd import train
+from handrail.launch.train_config import TrainConfig
 
 
 def test_bad_episodes_names_the_field() -> None:
@@ -30,3 +32,29 @@ def test_locate_checkpoint_needs_a_checkpoint(tmp_path: Path) -> None:
     ckpt, config = locate_checkpoint(tmp_path)
     assert ckpt == tmp_path / "checkpoints" / "best" and config == {"task": "Pendulum-v1"}
     assert locate_checkpoint(ckpt) == (ckpt, config)
+
+
+def test_video_goes_into_the_run_videos_folder(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints" / "latest" / "learner").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "reach"}))
+    for ckpt, label in [
+        (run / "checkpoints" / "best", "best"),
+        (run / "checkpoints" / "latest" / "learner", "latest"),
+    ]:
+        assert video_dir(ckpt) == run / "videos" and ckpt_label(ckpt) == label
+    loose = tmp_path / "exported_ckpt"  # a checkpoint outside any run folder
+    assert video_dir(loose) == loose and ckpt_label(loose) == "exported_ckpt"
+
+
+def test_eval_video_of_a_trained_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    config = TrainConfig(
+        task="reach", steps=40, warmup_steps=20, eval_every=40, eval_episodes=1, episode_steps=20,
+        hidden_dims=(32, 32), batch_size=32, run_dir=run, progress=False,
+    )  # fmt: skip
+    assert train(config) == 0
+    assert evaluate(EvalConfig(path=run, episodes=1, video=True, seed=7)) == 0
+    video = run / "videos" / "eval_best_seed7.mp4"
+    assert f"video: {video}" in capsys.readouterr().out
+    assert video.stat().st_size > 1000 and not list(run.glob("checkpoints/**/*.mp4"))
