@@ -12,10 +12,16 @@ head-to-head rows; random warm-up, then one env step + ``utd`` gradient steps pe
 (SB3/SBX: ``train_freq=1, gradient_steps=utd``; note SB3/SBX update the actor at every
 gradient step, handrail once per block as RLPD does). The RLPD row is handrail with 10
 LayerNorm critics, subset 2, UTD 20.
+
+The last column is the matmul floor of each row: the update's matmul FLOPs (``update_gflop``)
+at the rate this CPU reaches on one jitted (batch x width) @ (width x width) matmul, measured in
+the same pinned setting. No implementation of the same update goes below it, so it bounds the
+speed-up a learner can get from removing per-step overhead.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -42,6 +48,20 @@ def _make_env(name: str, flatten: bool) -> Any:
     return env
 
 
+def _dims(env: Any) -> dict[str, float]:
+    import numpy as np
+
+    return {
+        "obs_dim": sum(int(np.prod(space.shape)) for space in _leaf_spaces(env.observation_space)),
+        "action_dim": int(np.prod(env.action_space.shape)),
+    }
+
+
+def _leaf_spaces(space: Any) -> list[Any]:
+    sub = getattr(space, "spaces", None)
+    return [space] if sub is None else [leaf for s in sub.values() for leaf in _leaf_spaces(s)]
+
+
 def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     from handrail.learners.loop import Trainer
     from handrail.learners.sac import SAC, SACConfig
@@ -64,7 +84,7 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     trainer.run(spec["warmup"] + 3)  # warm-up plus the first updates (compilation)
     start = time.perf_counter()
     trainer.run(spec["steps"])
-    return {"seconds": time.perf_counter() - start}
+    return {"seconds": time.perf_counter() - start, **_dims(env)}
 
 
 def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
@@ -103,15 +123,56 @@ def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
         **extra,
     )
     model.learn(total_timesteps=last + 10, callback=Clock())
-    return {"seconds": marks[last] - marks[first]}
+    return {"seconds": marks[last] - marks[first], **_dims(model.get_env())}
+
+
+def _mlp_gflop(dims: list[int], batch: int) -> float:
+    return 2e-9 * batch * sum(a * b for a, b in itertools.pairwise(dims))
+
+
+def update_gflop(spec: dict[str, Any], obs_dim: int, action_dim: int) -> float:
+    """Matmul GFLOP of one gradient update (the floor no implementation can go under).
+
+    A critic step is the forward and backward (twice the forward: weight and input gradients)
+    of every critic, plus the target: the actor's forward on next_obs and 2 critics' forward.
+    An actor step is the actor's forward and backward plus every critic's forward and input
+    gradient. handrail runs one actor step per UTD block, SBX and SB3 one per gradient step.
+    """
+    critic = _mlp_gflop([obs_dim + action_dim, *spec["hidden"], 1], spec["batch"])
+    actor = _mlp_gflop([obs_dim, *spec["hidden"], 2 * action_dim], spec["batch"])
+    critic_step = 3 * spec["num_critics"] * critic + actor + 2 * critic
+    actor_step = 3 * actor + 2 * spec["num_critics"] * critic
+    return critic_step + actor_step / (spec["utd"] if spec["learner"] == "handrail" else 1)
+
+
+def _matmul_gflop_s(spec: dict[str, Any]) -> dict[str, float]:
+    """Best jitted (batch x width) @ (width x width) float32 rate: the CPU's rate at this size."""
+    import jax
+    import jax.numpy as jnp
+
+    width = max(spec["hidden"])
+    x, w = jnp.ones((spec["batch"], width)), jnp.ones((width, width))
+    matmul = jax.jit(lambda a, b: a @ b)
+    matmul(x, w).block_until_ready()
+    best = float("inf")
+    for _ in range(20):
+        start = time.perf_counter()
+        for _ in range(50):
+            out = matmul(x, w)
+        out.block_until_ready()
+        best = min(best, (time.perf_counter() - start) / 50)
+    return {"gflop_s": 2e-9 * spec["batch"] * width * width / best}
 
 
 def _worker(spec: dict[str, Any]) -> dict[str, float]:
     """Runs inside the pinned child process."""
     os.sched_setaffinity(0, spec["cpus"])
+    if spec["learner"] == "matmul":
+        return _matmul_gflop_s(spec)
     result = _run_handrail(spec) if spec["learner"] == "handrail" else _run_peer(spec)
     steps_per_s = spec["steps"] / result["seconds"]
     return {
+        "gflop_per_update": update_gflop(spec, int(result["obs_dim"]), int(result["action_dim"])),
         "env_steps_per_s": steps_per_s,
         "ms_per_update": 1000.0 / (steps_per_s * spec["utd"]),
         "updates_per_s": steps_per_s * spec["utd"],
@@ -143,13 +204,15 @@ def _sim_available() -> str | None:
     return None
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    print("| env | UTD | learner | env steps/s | ms / grad update | vs SBX | vs SB3 |")
-    print("|---|---|---|---|---|---|---|")
+def _print_table(rows: list[dict[str, Any]], gflop_s: float) -> None:
+    print(
+        "| env | UTD | learner | env steps/s | ms / grad update | vs SBX | vs SB3 | matmul floor ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
     for r in rows:
         if "error" in r:
-            print(f"| {r['env']} | {r['utd']} | {r['label']} | error: {r['error']} | | | |")
+            print(f"| {r['env']} | {r['utd']} | {r['label']} | error: {r['error']} | | | | |")
             continue
         ratios = []
         for peer in ("sbx", "sb3"):
@@ -158,8 +221,13 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
             ratios.append(f"{r['env_steps_per_s'] / other['env_steps_per_s']:.2f}x" if ok else "")
         print(
             f"| {r['env']} | {r['utd']} | {r['label']} | {r['env_steps_per_s']:.1f} | "
-            f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} |"
+            f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} | "
+            f"{1e3 * r['gflop_per_update'] / gflop_s:.2f} |"
         )
+    print(
+        f"matmul floor: the update's matmul FLOPs at this CPU's jitted {rows[0]['batch']}x"
+        f"{max(rows[0]['hidden'])} matmul rate, {gflop_s:.0f} GFLOP/s (best of 20 rounds)"
+    )
     for r in rows:
         if r["num_critics"] > 2 and "updates_per_s" in r:
             print(f"RLPD config on {r['env']}: {r['updates_per_s']:.1f} gradient updates/s")
@@ -208,6 +276,10 @@ def bench_learner(
     print(f"pinned to CPUs {list(cpus)}; torch threads = {torch_threads}; batch {batch}; "
           f"hidden {list(hidden)}")  # fmt: skip
     rows: list[dict[str, Any]] = []
+    rate = _measure({**base, "learner": "matmul"})
+    if "error" in rate:
+        print(f"matmul rate: {rate['error']}", file=sys.stderr)
+        return 1
     for env in envs:
         if env == "pick_cube" and (why := _sim_available()):
             print(f"skipping pick_cube: {why}")
@@ -228,7 +300,7 @@ def bench_learner(
                     best[i] = row
                 print(f"  round {round_ + 1}: {env} UTD {utd} {label}", file=sys.stderr)
         rows.extend(best[i] for i in range(len(jobs)))
-    _print_table(rows)
+    _print_table(rows, rate["gflop_s"])
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2))

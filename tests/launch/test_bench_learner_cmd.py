@@ -26,6 +26,21 @@ def test_bench_learner_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "| Pendulum-v1 | 1 | handrail |" in table
     handrail_line = next(line for line in table.splitlines() if "| handrail |" in line)
     assert handrail_line.count("x |") == 1  # ratio against SBX, none against the absent SB3
+    # Pendulum: 3 obs, 1 action; both learners do the same matmul work at UTD 1.
+    assert rows[0]["gflop_per_update"] == rows[1]["gflop_per_update"] > 0
+    floor_ms = float(handrail_line.strip(" |").split("|")[-1])
+    assert 0 < floor_ms < rows[0]["ms_per_update"]
+    assert "GFLOP/s" in table
+
+
+def test_update_gflop_counts_forward_and_backward_matmuls() -> None:
+    # critic 4->4->1 on batch 2: 2*2*(16+4) = 80 flop; actor 3->4->2: 2*2*(12+8) = 80 flop.
+    # critic step: 3 passes x 2 critics x 80 + target actor 80 + 2 target critics x 80 = 720;
+    # actor step: 3 x 80 + 2 critics x 2 passes x 80 = 560.
+    spec = {"hidden": [4], "batch": 2, "num_critics": 2, "utd": 2}
+    gflop = bench_learner_cmd.update_gflop
+    assert gflop({**spec, "learner": "handrail"}, 3, 1) == pytest.approx(1e-9 * (720 + 560 / 2))
+    assert gflop({**spec, "learner": "sbx"}, 3, 1) == pytest.approx(1e-9 * (720 + 560))
 
 
 def test_unknown_learner_is_a_clear_error() -> None:
