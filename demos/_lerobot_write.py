@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from handrail.demos import open_store
 from handrail.demos._lerobot_layout import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -27,9 +26,8 @@ from handrail.demos.episodes import (
     ConversionReport,
     Episode,
     StoreMeta,
-    iter_store_episodes,
+    export_store,
     require,
-    store_meta,
 )
 
 
@@ -251,6 +249,4 @@ def export_lerobot(
     store: str | Path, out: str | Path, *, overwrite: bool = False
 ) -> ConversionReport:
     """Exports every episode of a handrail store as a LeRobotDataset v3 folder."""
-    reader = open_store(store)
-    eps = (ep for _, ep in iter_store_episodes(reader))
-    return write_lerobot(out, store_meta(reader), eps, overwrite=overwrite)
+    return export_store(write_lerobot, store, out, overwrite=overwrite)

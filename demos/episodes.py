@@ -8,14 +8,14 @@ never to talk to Zarr; :class:`StoreMeta` is what a new store needs besides its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from handrail.demos import EpisodeData, EpisodeWriter, FieldSpec, create_store
+from handrail.demos import EpisodeData, EpisodeWriter, FieldSpec, create_store, open_store
 from handrail.demos.format import StoreKind, parse_kind
 
 
@@ -200,6 +200,19 @@ def import_into_store(
 
     report.episodes = write_store(out, meta, counted(), overwrite=overwrite)
     return report
+
+
+def export_store(
+    writer: Callable[..., ConversionReport],
+    store: str | Path,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+) -> ConversionReport:
+    """The exporters' common head: streams a store's episodes into ``writer(out, meta, eps)``."""
+    reader = open_store(store)
+    eps = (ep for _, ep in iter_store_episodes(reader))
+    return writer(out, store_meta(reader), eps, overwrite=overwrite)
 
 
 def write_store(

@@ -22,15 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from handrail.demos import FieldSpec, open_store
+from handrail.demos import FieldSpec
 from handrail.demos.episodes import (
     ConversionReport,
     Episode,
     StoreMeta,
+    export_store,
     import_into_store,
-    iter_store_episodes,
     require,
-    store_meta,
 )
 
 GYM_ENV_TYPE = 2
@@ -116,9 +115,7 @@ def export_robomimic(
     store: str | Path, out: str | Path, *, overwrite: bool = False
 ) -> ConversionReport:
     """Exports every episode of a handrail store to a robomimic HDF5 file."""
-    reader = open_store(store)
-    eps = (ep for _, ep in iter_store_episodes(reader))
-    return write_robomimic(out, store_meta(reader), eps, overwrite=overwrite)
+    return export_store(write_robomimic, store, out, overwrite=overwrite)
 
 
 def _demo_names(data: Any) -> list[str]:
