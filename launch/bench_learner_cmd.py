@@ -49,17 +49,13 @@ def _make_env(name: str, flatten: bool) -> Any:
 
 
 def _dims(env: Any) -> dict[str, float]:
-    import numpy as np
+    """Flat observation and action sizes, as handrail's specs count them."""
+    from handrail.learners.specs import ActionSpec, ObsSpec
 
     return {
-        "obs_dim": sum(int(np.prod(space.shape)) for space in _leaf_spaces(env.observation_space)),
-        "action_dim": int(np.prod(env.action_space.shape)),
+        "obs_dim": ObsSpec.from_space(env.observation_space).dim,
+        "action_dim": ActionSpec.from_space(env.action_space).dim,
     }
-
-
-def _leaf_spaces(space: Any) -> list[Any]:
-    sub = getattr(space, "spaces", None)
-    return [space] if sub is None else [leaf for s in sub.values() for leaf in _leaf_spaces(s)]
 
 
 def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
@@ -204,7 +200,7 @@ def _sim_available() -> str | None:
     return None
 
 
-def _print_table(rows: list[dict[str, Any]], gflop_s: float) -> None:
+def _print_table(rows: list[dict[str, Any]], rate: dict[str, Any]) -> None:
     print(
         "| env | UTD | learner | env steps/s | ms / grad update | vs SBX | vs SB3 | matmul floor ms |"
     )
@@ -222,11 +218,11 @@ def _print_table(rows: list[dict[str, Any]], gflop_s: float) -> None:
         print(
             f"| {r['env']} | {r['utd']} | {r['label']} | {r['env_steps_per_s']:.1f} | "
             f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} | "
-            f"{1e3 * r['gflop_per_update'] / gflop_s:.2f} |"
+            f"{1e3 * r['gflop_per_update'] / rate['gflop_s']:.2f} |"
         )
     print(
-        f"matmul floor: the update's matmul FLOPs at this CPU's jitted {rows[0]['batch']}x"
-        f"{max(rows[0]['hidden'])} matmul rate, {gflop_s:.0f} GFLOP/s (best of 20 rounds)"
+        f"matmul floor: the update's matmul FLOPs at this CPU's jitted {rate['batch']}x"
+        f"{max(rate['hidden'])} matmul rate, {rate['gflop_s']:.0f} GFLOP/s (best of 20 rounds)"
     )
     for r in rows:
         if r["num_critics"] > 2 and "updates_per_s" in r:
@@ -300,7 +296,7 @@ def bench_learner(
                     best[i] = row
                 print(f"  round {round_ + 1}: {env} UTD {utd} {label}", file=sys.stderr)
         rows.extend(best[i] for i in range(len(jobs)))
-    _print_table(rows, rate["gflop_s"])
+    _print_table(rows, rate)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2))
