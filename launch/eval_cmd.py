@@ -38,9 +38,10 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
     """Finds the checkpoint folder and the run config (if any) for a run or checkpoint path."""
     path = Path(path)
     if (path / "checkpoints").is_dir():
-        run_root, ckpt = path, path / "checkpoints" / which
+        run_root: Path | None = path
+        ckpt = path / "checkpoints" / which
     else:
-        run_root, ckpt = path.parent.parent, path
+        run_root, ckpt = _run_root(path), path
     if (ckpt / "learner" / "state.msgpack").is_file():  # a Trainer.save folder
         ckpt = ckpt / "learner"
     if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
@@ -48,8 +49,8 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
             f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "
             "or a checkpoint folder"
         )
-    run_config = run_root / "config.json"
-    config = json.loads(run_config.read_text()) if run_config.is_file() else None
+    run_config = None if run_root is None else run_root / "config.json"
+    config = json.loads(run_config.read_text()) if run_config and run_config.is_file() else None
     if config is not None and "task" not in config:
         config = None
     return ckpt, config

@@ -32,6 +32,14 @@ def test_locate_checkpoint_needs_a_checkpoint(tmp_path: Path) -> None:
     ckpt, config = locate_checkpoint(tmp_path)
     assert ckpt == tmp_path / "checkpoints" / "best" and config == {"task": "Pendulum-v1"}
     assert locate_checkpoint(ckpt) == (ckpt, config)
+    learner = tmp_path / "checkpoints" / "latest" / "learner"  # a Trainer.save folder, given itself
+    learner.mkdir(parents=True)
+    (learner / "state.msgpack").write_bytes(b"")
+    assert locate_checkpoint(learner) == (learner, config)
+    loose = tmp_path.parent / f"{tmp_path.name}_loose"  # outside any run: no config
+    loose.mkdir()
+    (loose / "state.msgpack").write_bytes(b"")
+    assert locate_checkpoint(loose) == (loose, None)
 
 
 def test_video_goes_into_the_run_videos_folder(tmp_path: Path) -> None:
