@@ -46,3 +46,30 @@ def test_update_gflop_counts_forward_and_backward_matmuls() -> None:
 def test_unknown_learner_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="--learners"):
         bench_learner_cmd.bench_learner(learners=("dqn",))
+
+
+def _row(learner: str, utd: int, steps_per_s: float, critics: int = 2) -> dict:
+    return {"env": "E", "utd": utd, "learner": learner, "num_critics": critics,
+            "env_steps_per_s": steps_per_s, "ms_per_update": 1e3 / (steps_per_s * utd),
+            "updates_per_s": steps_per_s * utd, "gflop_per_update": 0.2}  # fmt: skip
+
+
+def test_goal_lines_give_verdicts_bounds_and_the_speed_reference() -> None:
+    rows = [_row("handrail", 1, 300.0), _row("sbx", 1, 100.0),  # 3x: met
+            _row("handrail", 20, 12.0), _row("sbx", 20, 10.0),  # 1.2x: not met
+            _row("handrail", 20, 3.5, critics=10)]  # 70 updates/s: not met  # fmt: skip
+    lines = bench_learner_cmd.goal_lines(rows, gflop_s=100.0)
+    assert lines[0] == "goals:"
+    utd1, utd20, rlpd = lines[1:]
+    # floor = 0.2 GFLOP at 100 GFLOP/s = 2 ms; SBX at UTD 1 takes 10 ms -> bound 5x.
+    assert "E UTD 1: 3.00x SBX, goal 2.0x: met (bound with zero overhead: 5.00x)" in utd1
+    assert "1.20x SBX, goal 1.4x: not met" in utd20
+    # SBX at UTD 20 ran 10/14 of the reference speed, so 70/s scales to 98/s.
+    assert "70.0 gradient updates/s, goal 80: not met" in rlpd
+    assert "0.71x its speed" in rlpd and "at that speed: 98/s" in rlpd
+
+
+def test_goal_lines_skip_rows_without_a_peer_and_failed_rows() -> None:
+    rows = [_row("handrail", 1, 300.0), {"env": "E", "utd": 1, "learner": "sbx",
+                                         "num_critics": 2, "error": "boom"}]  # fmt: skip
+    assert bench_learner_cmd.goal_lines(rows, gflop_s=100.0) == []
