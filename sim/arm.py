@@ -172,6 +172,55 @@ def _tendons_xml() -> str:
     return "".join(f'<fixed name="osc{i}">{joints}</fixed>' for i in range(7))
 
 
+def _header_xml(timestep_s: float) -> str:
+    """The compiler, physics options, visual settings and defaults of the scene."""
+    return f"""  <compiler angle="radian" autolimits="true"/>
+  <option timestep="{timestep_s}" cone="elliptic" impratio="10"/>
+  <visual><global offwidth="640" offheight="480"/><quality shadowsize="0" offsamples="0"/></visual>
+  <default>
+    <joint damping="1" armature="0.1"/>
+    <geom density="1000" friction="1 0.005 0.0001"/>
+  </default>
+"""
+
+
+def _asset_xml(asset: str) -> str:
+    """The ``<asset>`` block: the arm's materials and skybox, then the task's fragment."""
+    return f"""  <asset>
+    <material name="arm" rgba="0.92 0.92 0.95 1"/>
+    <material name="finger" rgba="0.2 0.2 0.22 1"/>
+    <material name="table" rgba="0.55 0.42 0.3 1"/>
+    <material name="floor" rgba="0.3 0.32 0.35 1"/>
+    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.62 0.72 0.85" rgb2="0.15 0.17 0.2"
+      width="64" height="64"/>
+    {asset}
+  </asset>
+"""
+
+
+def _worldbody_xml(worldbody: str) -> str:
+    """The ``<worldbody>`` block: lights, floor, table, scene cameras, the arm, then the task."""
+    # "front" is an observation camera: close enough that a 4 cm cube spans several pixels of
+    # an 84x84 image. "overview" frames the whole arm and table for videos people watch.
+    front_pos = np.array([0.95, 0.0, 0.42])
+    front = _look_at_xyaxes(front_pos, np.array([0.45, 0.0, 0.02]))
+    overview_pos = np.array([1.3, -0.9, 0.95])
+    overview = _look_at_xyaxes(overview_pos, np.array([0.3, 0.0, 0.2]))
+    return f"""  <worldbody>
+    <light pos="0.4 0 1.5" dir="0 0 -1" directional="true" castshadow="false"/>
+    <light pos="1.5 -1 1.2" dir="-0.6 0.5 -0.5" directional="true" castshadow="false"
+      diffuse="0.35 0.35 0.35"/>
+    <geom name="floor" type="plane" size="2 2 0.1" pos="0 0 -0.75" material="floor"
+      contype="0" conaffinity="0"/>
+    <geom name="table" type="box" size="0.55 0.6 0.375" pos="0.35 0 -0.375" material="table"/>
+    <camera name="front" pos="{_fmt(front_pos)}" xyaxes="{front}" fovy="50"/>
+    <camera name="overview" pos="{_fmt(overview_pos)}" xyaxes="{overview}" fovy="45"/>
+    {_arm_xml()}
+    {worldbody}
+  </worldbody>
+"""
+
+
 def build_mjcf(
     worldbody: str = "",
     asset: str = "",
@@ -191,42 +240,12 @@ def build_mjcf(
     Returns:
         The MJCF document as a string, ready for :func:`load_model`.
     """
-    # "front" is an observation camera: close enough that a 4 cm cube spans several pixels of
-    # an 84x84 image. "overview" frames the whole arm and table for videos people watch.
-    front_pos = np.array([0.95, 0.0, 0.42])
-    front = _look_at_xyaxes(front_pos, np.array([0.45, 0.0, 0.02]))
-    overview_pos = np.array([1.3, -0.9, 0.95])
-    overview = _look_at_xyaxes(overview_pos, np.array([0.3, 0.0, 0.2]))
-    return f"""<mujoco model="handrail_panda">
-  <compiler angle="radian" autolimits="true"/>
-  <option timestep="{timestep_s}" cone="elliptic" impratio="10"/>
-  <visual><global offwidth="640" offheight="480"/><quality shadowsize="0" offsamples="0"/></visual>
-  <default>
-    <joint damping="1" armature="0.1"/>
-    <geom density="1000" friction="1 0.005 0.0001"/>
-  </default>
-  <asset>
-    <material name="arm" rgba="0.92 0.92 0.95 1"/>
-    <material name="finger" rgba="0.2 0.2 0.22 1"/>
-    <material name="table" rgba="0.55 0.42 0.3 1"/>
-    <material name="floor" rgba="0.3 0.32 0.35 1"/>
-    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.62 0.72 0.85" rgb2="0.15 0.17 0.2"
-      width="64" height="64"/>
-    {asset}
-  </asset>
-  <worldbody>
-    <light pos="0.4 0 1.5" dir="0 0 -1" directional="true" castshadow="false"/>
-    <light pos="1.5 -1 1.2" dir="-0.6 0.5 -0.5" directional="true" castshadow="false"
-      diffuse="0.35 0.35 0.35"/>
-    <geom name="floor" type="plane" size="2 2 0.1" pos="0 0 -0.75" material="floor"
-      contype="0" conaffinity="0"/>
-    <geom name="table" type="box" size="0.55 0.6 0.375" pos="0.35 0 -0.375" material="table"/>
-    <camera name="front" pos="{_fmt(front_pos)}" xyaxes="{front}" fovy="50"/>
-    <camera name="overview" pos="{_fmt(overview_pos)}" xyaxes="{overview}" fovy="45"/>
-    {_arm_xml()}
-    {worldbody}
-  </worldbody>
-  <contact>
+    return (
+        '<mujoco model="handrail_panda">\n'
+        + _header_xml(timestep_s)
+        + _asset_xml(asset)
+        + _worldbody_xml(worldbody)
+        + f"""  <contact>
     <exclude body1="finger_left_body" body2="finger_right_body"/>
     {contact}
   </contact>
@@ -234,6 +253,7 @@ def build_mjcf(
   <actuator>{_actuators_xml()}</actuator>
   <sensor>{sensor}</sensor>
 </mujoco>"""
+    )
 
 
 def load_model(xml: str | None = None) -> mujoco.MjModel:
