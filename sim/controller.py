@@ -92,7 +92,7 @@ class OperationalSpaceController:
         config: ControllerConfig | None = None,
     ) -> None:
         self.model, self.data = model, data
-        self.config = cfg = config or ControllerConfig()
+        self.config = config or ControllerConfig()
         n = self._n = len(home_qpos)
         if n != 7 or not np.array_equal(model.jnt_dofadr[:n], np.arange(n)):
             raise ValueError("the arm's seven joints must be the model's first dofs")
@@ -105,18 +105,29 @@ class OperationalSpaceController:
             raise ValueError("the osc actuators must be consecutive")
         adr = model.tendon_adr[model.tendon("osc0").id]
         self._wrap = model.wrap_prm[adr : adr + n * n].reshape(n, n)  # view: rows = tendons
+        self._set_gains(osc)
+        self._allocate_buffers()
+        self._bind_data_views()
+        self.target_pos = np.zeros(3)
+        self.target_quat = np.array([1.0, 0.0, 0.0, 0.0])
+
+    def _set_gains(self, osc: np.ndarray) -> None:
+        """Write the impedance gains into the ``osc`` position actuators of the model."""
+        cfg = self.config
         kd = 2.0 * cfg.damping_ratio * np.sqrt(cfg.stiffness_1_s2)
         gains = np.array([cfg.stiffness_1_s2] * 6 + [cfg.null_stiffness_nm_rad])
         damps = np.array([kd] * 6 + [cfg.null_damping_nm_s_rad])
-        model.actuator_gainprm[osc, 0] = gains
-        model.actuator_biasprm[osc, 1] = -gains
-        model.actuator_biasprm[osc, 2] = -damps
-        # Preallocated buffers and views into model/data (their arrays never move), so that a
-        # refresh is a short run of MuJoCo calls without allocation.
-        self._jac = np.zeros((6, model.nv))
+        self.model.actuator_gainprm[osc, 0] = gains
+        self.model.actuator_biasprm[osc, 1] = -gains
+        self.model.actuator_biasprm[osc, 2] = -damps
+
+    def _allocate_buffers(self) -> None:
+        """Preallocate the refresh's work arrays, so that a refresh does not allocate."""
+        n, nv = self._n, self.model.nv
+        self._jac = np.zeros((6, nv))
         self._jacp, self._jacr = self._jac[:3], self._jac[3:]  # contiguous row views
         self._jn = np.zeros((6, n))  # the arm's columns of the Jacobian, contiguous
-        self._minv_jt = np.zeros((6, model.nv))
+        self._minv_jt = np.zeros((6, nv))
         self._chol = np.zeros((6, 6))
         self._lam = np.zeros((6, 6))
         self._eye6 = np.eye(6)
@@ -132,15 +143,17 @@ class OperationalSpaceController:
         self._dquat = np.zeros(4)
         self._null = np.zeros(n)
         self._has_null = False
-        self._eps = cfg.singular_eps
+        self._eps = self.config.singular_eps
+
+    def _bind_data_views(self) -> None:
+        """Views into ``data``'s arrays (they never move) that a refresh reads and writes."""
+        n, data = self._n, self.data
         tau = _as_slice(self._motors)
         self._ctrl_osc = data.ctrl[self._osc0 : self._osc0 + 6]
         self._ctrl_tau = data.ctrl[tau]
         self._qpos, self._qvel = data.qpos[:n], data.qvel[:n]
         self._bias, self._gravcomp = data.qfrc_bias[:n], data.qfrc_gravcomp[:n]
         self._site_pos, self._site_mat = data.site_xpos[self._site], data.site_xmat[self._site]
-        self.target_pos = np.zeros(3)
-        self.target_quat = np.array([1.0, 0.0, 0.0, 0.0])
 
     def set_target(self, pos_m: np.ndarray, quat: np.ndarray) -> None:
         """Set the end-effector target (world frame position in m, quaternion w, x, y, z)."""
