@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -105,6 +106,95 @@ def _ms(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q) * 1e3)
 
 
+class _Steps(NamedTuple):
+    """Step counts of the three measurements and the naive baseline (named like their flags)."""
+
+    latency_steps: int
+    throughput_steps: int
+    load_steps: int
+    baseline_steps: int
+    episode_steps: int
+
+
+def _check_args(steps: _Steps, image_size: int, control_hz: float) -> None:
+    """Reject counts below 1 and a non-positive control rate, naming the flag."""
+    for name, value in [*steps._asdict().items(), ("image_size", image_size)]:
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if control_hz <= 0:
+        raise ValueError(f"--control-hz must be > 0, got {control_hz}")
+
+
+def _latency(
+    tmp: Path, kw: dict, fields: list, pool: list[dict], n: _Steps, control_hz: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per add_step in the paced camera loop, and per step of the naive baseline."""
+    from handrail.demos import create_store
+
+    with create_store(tmp / "cams", obs_fields=fields, **kw) as w:
+        lat = _write(w, pool, n.latency_steps, n.episode_steps, 1.0 / control_hz)
+    return lat, _naive(tmp / "naive_cams", fields, pool, n.baseline_steps)
+
+
+def _throughput(
+    tmp: Path, kw: dict, fields: list, pool: list[dict], n: _Steps
+) -> tuple[float, np.ndarray]:
+    """State-only steps/s of the store, and seconds per step of the naive baseline."""
+    from handrail.demos import create_store
+
+    with create_store(tmp / "state", obs_fields=fields, **kw) as w:
+        t0 = time.perf_counter()  # from the first step to the last commit and close
+        _write(w, pool, n.throughput_steps, n.episode_steps, 0.0)
+    write_sps = n.throughput_steps / (time.perf_counter() - t0)
+    return write_sps, _naive(tmp / "naive_state", fields, pool, n.baseline_steps)
+
+
+def _load(tmp: Path, kw: dict, fields: list, pool: list[dict], n: _Steps) -> tuple[float, float]:
+    """Seconds to load a state-only store, and the naive per-step loader's (extrapolated)."""
+    from handrail.demos import create_store, open_store
+
+    with create_store(tmp / "load", obs_fields=fields, durable=False, **kw) as w:
+        _write(w, pool, n.load_steps, n.episode_steps, 0.0)
+    t0 = time.perf_counter()
+    data = open_store(tmp / "load").load()
+    load_s = time.perf_counter() - t0
+    assert data.num_steps == n.load_steps
+    naive_load_s = (
+        _load_naive(tmp / "naive_state", n.baseline_steps) * n.load_steps / n.baseline_steps
+    )
+    return load_s, naive_load_s
+
+
+def _measure(
+    workdir: Path | None, seed: int, n: _Steps, image_size: int, cameras: int, control_hz: float
+) -> dict[str, float]:
+    """Run every measurement in a fresh temporary directory (removed after); the results."""
+    rng = np.random.default_rng(seed)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_store_", dir=workdir))
+    kw = dict(kind="rollout", action_dim=ACTION_DIM, control_dt_s=1.0 / control_hz, task="bench")
+    try:
+        cam_fields = _fields(image_size, cameras)
+        cam_steps = _steps(rng, cam_fields, 16)
+        lat, naive_cam = _latency(tmp, kw, cam_fields, cam_steps, n, control_hz)
+        state_fields = _fields(image_size, 0)
+        state_steps = _steps(rng, state_fields, 64)
+        write_sps, naive_state = _throughput(tmp, kw, state_fields, state_steps, n)
+        load_s, naive_load_s = _load(tmp, kw, state_fields, state_steps, n)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "add_step_p50_ms": _ms(lat, 50),
+        "add_step_p99_ms": _ms(lat, 99),
+        "add_step_max_ms": float(lat.max() * 1e3),
+        "naive_step_p50_ms": _ms(naive_cam, 50),
+        "naive_step_p99_ms": _ms(naive_cam, 99),
+        "write_steps_per_s": write_sps,
+        "naive_write_steps_per_s": float(len(naive_state) / naive_state.sum()),
+        "load_s": load_s,
+        "naive_load_s": naive_load_s,
+    }
+
+
 def bench_store(
     latency_steps: int = 1500,
     throughput_steps: int = 20_000,
@@ -133,60 +223,9 @@ def bench_store(
         workdir: where to put the stores (a fresh temporary directory by default; removed after).
         out: also write the results as JSON here.
     """
-    from handrail.demos import create_store, open_store
-
-    for name, value in [
-        ("latency_steps", latency_steps),
-        ("throughput_steps", throughput_steps),
-        ("load_steps", load_steps),
-        ("baseline_steps", baseline_steps),
-        ("episode_steps", episode_steps),
-        ("image_size", image_size),
-    ]:
-        if value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if control_hz <= 0:
-        raise ValueError(f"--control-hz must be > 0, got {control_hz}")
-    rng = np.random.default_rng(seed)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_store_", dir=workdir))
-    kw = dict(kind="rollout", action_dim=ACTION_DIM, control_dt_s=1.0 / control_hz, task="bench")
-    try:
-        cam_fields = _fields(image_size, cameras)
-        cam_steps = _steps(rng, cam_fields, 16)
-        with create_store(tmp / "cams", obs_fields=cam_fields, **kw) as w:
-            lat = _write(w, cam_steps, latency_steps, episode_steps, 1.0 / control_hz)
-        naive_cam = _naive(tmp / "naive_cams", cam_fields, cam_steps, baseline_steps)
-
-        state_fields = _fields(image_size, 0)
-        state_steps = _steps(rng, state_fields, 64)
-        with create_store(tmp / "state", obs_fields=state_fields, **kw) as w:
-            t0 = time.perf_counter()  # from the first step to the last commit and close
-            _write(w, state_steps, throughput_steps, episode_steps, 0.0)
-        write_sps = throughput_steps / (time.perf_counter() - t0)
-        naive_state = _naive(tmp / "naive_state", state_fields, state_steps, baseline_steps)
-
-        with create_store(tmp / "load", obs_fields=state_fields, durable=False, **kw) as w:
-            _write(w, state_steps, load_steps, episode_steps, 0.0)
-        t0 = time.perf_counter()
-        data = open_store(tmp / "load").load()
-        load_s = time.perf_counter() - t0
-        assert data.num_steps == load_steps
-        naive_load_s = (
-            _load_naive(tmp / "naive_state", baseline_steps) * load_steps / baseline_steps
-        )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    results = {
-        "add_step_p50_ms": _ms(lat, 50),
-        "add_step_p99_ms": _ms(lat, 99),
-        "add_step_max_ms": float(lat.max() * 1e3),
-        "naive_step_p50_ms": _ms(naive_cam, 50),
-        "naive_step_p99_ms": _ms(naive_cam, 99),
-        "write_steps_per_s": write_sps,
-        "naive_write_steps_per_s": float(len(naive_state) / naive_state.sum()),
-        "load_s": load_s,
-        "naive_load_s": naive_load_s,
-    }
+    n = _Steps(latency_steps, throughput_steps, load_steps, baseline_steps, episode_steps)
+    _check_args(n, image_size, control_hz)
+    results = _measure(workdir, seed, n, image_size, cameras, control_hz)
     _print_table(results, latency_steps, cameras, image_size, control_hz, load_steps)
     if out is not None:
         Path(out).write_text(json.dumps(results, indent=2))
