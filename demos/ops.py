@@ -148,10 +148,19 @@ def format_summary(s: StoreSummary) -> str:
 
 def check_episode(ep: Episode, meta: StoreMeta, record: Any = None) -> list[str]:
     """Consistency problems of one episode against the store's field spec and its record."""
+    if ep.num_steps < 1:
+        return ["has no steps"]
+    problems = _obs_problems(ep, meta)
+    problems += _step_problems(ep, meta)
+    if record is not None:
+        problems += _record_problems(ep, record)
+    return problems
+
+
+def _obs_problems(ep: Episode, meta: StoreMeta) -> list[str]:
+    """Problems of the observations and final observations against the field spec."""
     problems: list[str] = []
     steps = ep.num_steps
-    if steps < 1:
-        return ["has no steps"]
     specs = {f.name: f for f in meta.obs_fields}
     if set(ep.obs) != set(specs):
         problems.append(f"observation keys {sorted(ep.obs)} differ from the spec {sorted(specs)}")
@@ -170,6 +179,13 @@ def check_episode(ep: Episode, meta: StoreMeta, record: Any = None) -> list[str]
                 )
             elif arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                 problems.append(f"{label} '{name}' has non-finite values")
+    return problems
+
+
+def _step_problems(ep: Episode, meta: StoreMeta) -> list[str]:
+    """Problems of the per-step arrays: actions, rewards, flags, interventions, timestamps."""
+    problems: list[str] = []
+    steps = ep.num_steps
     for label, arr in (("action", ep.action), ("policy_action", ep.policy_action)):
         if arr is not None and tuple(arr.shape) != (steps, meta.action_dim):
             problems.append(f"{label} has shape {arr.shape}, expected {(steps, meta.action_dim)}")
@@ -185,15 +201,20 @@ def check_episode(ep: Episode, meta: StoreMeta, record: Any = None) -> list[str]
             problems.append(f"intervention has unknown sources {sorted(bad)} (0, 1, 2 are valid)")
     if ep.timestamp is not None and steps > 1 and np.any(np.diff(ep.timestamp) < 0):
         problems.append("timestamps go backwards")
-    if record is not None:
-        n = record_value(record, "num_steps")
-        if n is not None and int(n) != steps:
-            problems.append(f"record says {n} steps, data has {steps}")
-        k = record_value(record, "num_intervened")
-        if k is not None and ep.intervention is not None:
-            counts = {int(np.sum(ep.intervention != 0)), int(np.sum(ep.intervention == 1))}
-            if int(k) not in counts:
-                problems.append(f"record says {k} intervened steps, data has {sorted(counts)}")
+    return problems
+
+
+def _record_problems(ep: Episode, record: Any) -> list[str]:
+    """Disagreements between the episode's data and its commit record."""
+    problems: list[str] = []
+    n = record_value(record, "num_steps")
+    if n is not None and int(n) != ep.num_steps:
+        problems.append(f"record says {n} steps, data has {ep.num_steps}")
+    k = record_value(record, "num_intervened")
+    if k is not None and ep.intervention is not None:
+        counts = {int(np.sum(ep.intervention != 0)), int(np.sum(ep.intervention == 1))}
+        if int(k) not in counts:
+            problems.append(f"record says {k} intervened steps, data has {sorted(counts)}")
     return problems
 
 
