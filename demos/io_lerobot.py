@@ -118,14 +118,23 @@ def _optional(table: Any, name: str, feats: dict, dtype: Any) -> np.ndarray | No
     return to_numpy(table.column(name), feats.get(name, {"dtype": "x"})).astype(dtype)
 
 
-def _episode(table: Any, ctx: dict[str, Any], report: ConversionReport) -> Episode:
-    feats, mapping, meta = ctx["features"], ctx["mapping"], ctx["meta"]
+def _episode_obs(
+    table: Any, feats: dict[str, Any], mapping: dict[str, FieldSpec]
+) -> dict[str, np.ndarray]:
+    """The episode's observation columns, reshaped and cast to their handrail fields."""
     steps = table.num_rows
     obs = {}
     for feature, spec in mapping.items():
         arr = to_numpy(table.column(feature), feats[feature])
         obs[spec.name] = arr.reshape(steps, *spec.shape).astype(spec.dtype)
-    action = to_numpy(table.column("action"), feats["action"]).astype(np.float32)
+    return obs
+
+
+def _episode_flags(
+    table: Any, feats: dict[str, Any], report: ConversionReport
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rewards, terminated and truncated flags; missing columns get defaults and a note."""
+    steps = table.num_rows
     reward = _optional(table, "next.reward", feats, np.float32)
     terminated = _optional(table, "next.done", feats, bool)
     truncated = _optional(table, "next.truncated", feats, bool)
@@ -137,15 +146,33 @@ def _episode(table: Any, ctx: dict[str, Any], report: ConversionReport) -> Episo
     if truncated is None:
         truncated = np.zeros(steps, bool)
         truncated[-1] = not terminated[-1]
-    timestamp = _optional(table, "handrail.timestamp", feats, np.float64)
-    if timestamp is None:
-        timestamp = to_numpy(table.column("timestamp"), {"dtype": "x"}).astype(np.float64)
-    row = ctx["episodes"].get(int(table.column("episode_index")[0].as_py()), {})
+    return (np.zeros(steps, np.float32) if reward is None else reward), terminated, truncated
+
+
+def _episode_success(
+    table: Any, feats: dict[str, Any], row: dict[str, Any], report: ConversionReport
+) -> bool:
+    """The episode's success flag: from its episodes row, else from any ``next.success``."""
     success = row.get("success")
     if success is None:
         done_ok = _optional(table, "next.success", feats, bool)
         report.note("no per-episode success: taken from next.success, else False")
         success = bool(done_ok is not None and done_ok.any())
+    return bool(success)
+
+
+def _episode(table: Any, ctx: dict[str, Any], report: ConversionReport) -> Episode:
+    """One episode's frames (sorted by ``frame_index``) as a handrail Episode."""
+    feats, meta = ctx["features"], ctx["meta"]
+    steps = table.num_rows
+    obs = _episode_obs(table, feats, ctx["mapping"])
+    action = to_numpy(table.column("action"), feats["action"]).astype(np.float32)
+    reward, terminated, truncated = _episode_flags(table, feats, report)
+    timestamp = _optional(table, "handrail.timestamp", feats, np.float64)
+    if timestamp is None:
+        timestamp = to_numpy(table.column("timestamp"), {"dtype": "x"}).astype(np.float64)
+    row = ctx["episodes"].get(int(table.column("episode_index")[0].as_py()), {})
+    success = _episode_success(table, feats, row, report)
     seed = row.get("seed")
     task_index = int(table.column("task_index")[0].as_py())
     interv = _optional(table, "intervention", feats, np.int8)
@@ -155,25 +182,20 @@ def _episode(table: Any, ctx: dict[str, Any], report: ConversionReport) -> Episo
         obs=obs,
         final_obs={k: v[-1].copy() for k, v in obs.items()},
         action=action.reshape(steps, meta.action_dim),
-        reward=np.zeros(steps, np.float32) if reward is None else reward,
+        reward=reward,
         terminated=terminated,
         truncated=truncated,
         policy_action=_optional(table, "policy_action", feats, np.float32),
         intervention=interv,
         timestamp=timestamp,
-        success=bool(success),
+        success=success,
         seed=None if seed is None or int(seed) < 0 else int(seed),
         task=ctx["tasks"].get(task_index, meta.task),
     )
 
 
-def read_lerobot(
-    root: str | Path, *, task: str | None = None, report: ConversionReport | None = None
-) -> tuple[StoreMeta, Iterator[Episode]]:
-    """Reads a LeRobotDataset v3 folder; returns its meta and a generator over episodes."""
-    pa, pq = pyarrow_modules()
-    report = report if report is not None else ConversionReport()
-    root = Path(root)
+def _read_info(root: Path) -> dict[str, Any]:
+    """``meta/info.json``, checked to be a v3 dataset with an ``action`` feature."""
     info_path = root / "meta" / "info.json"
     if not info_path.is_file():
         raise ValueError(f"{root} has no meta/info.json: not a LeRobotDataset folder")
@@ -184,25 +206,56 @@ def read_lerobot(
             f"{root} is LeRobotDataset {version}; only {CODEBASE_VERSION} is supported "
             "(convert older datasets with LeRobot's v3 converter first)"
         )
-    feats = info["features"]
-    if "action" not in feats:
+    if "action" not in info["features"]:
         raise ValueError(f"{root}: info.json has no 'action' feature")
+    return info
+
+
+def _store_meta(
+    info: dict[str, Any], mapping: dict[str, FieldSpec], tasks: dict[int, str], task: str | None
+) -> StoreMeta:
+    """The handrail store meta: the stored handrail spec where there is one, else derived."""
+    hmeta = info.get("handrail") or {}
+    return StoreMeta(
+        kind=hmeta.get("kind", "demo"),
+        task=task or hmeta.get("task") or next(iter(tasks.values()), "unknown"),
+        obs_fields=tuple(mapping.values()),
+        action_dim=int(np.prod(info["features"]["action"]["shape"])),
+        control_dt_s=float(hmeta.get("control_dt_s") or 1.0 / float(info["fps"])),
+        robot=info.get("robot_type") or "unknown",
+    )
+
+
+def _iter_episodes(
+    pa: Any, pq: Any, files: list[Path], ctx: dict[str, Any], report: ConversionReport
+) -> Iterator[Episode]:
+    """Episodes in file order, each file split by ``episode_index`` in order of appearance."""
+    for path in files:
+        table = pq.read_table(path)
+        index = table.column("episode_index").to_numpy()
+        for e in dict.fromkeys(index.tolist()):
+            rows = table.filter(pa.array(index == e))
+            rows = rows.sort_by("frame_index")
+            yield _episode(rows, ctx, report)
+
+
+def read_lerobot(
+    root: str | Path, *, task: str | None = None, report: ConversionReport | None = None
+) -> tuple[StoreMeta, Iterator[Episode]]:
+    """Reads a LeRobotDataset v3 folder; returns its meta and a generator over episodes."""
+    pa, pq = pyarrow_modules()
+    report = report if report is not None else ConversionReport()
+    root = Path(root)
+    info = _read_info(root)
+    feats = info["features"]
     mapping = _obs_mapping(info, report)
     known = {*mapping, *STEP_FEATURES, *INDEX_FEATURES, "next.success"}
     for name in feats:
         if name not in known:
             report.drop(f"{name} (no handrail field for it)")
     report.drop("final_obs (LeRobot has none; each episode's last observation stands in)")
-    hmeta = info.get("handrail") or {}
     tasks = _read_tasks(pq, root)
-    meta = StoreMeta(
-        kind=hmeta.get("kind", "demo"),
-        task=task or hmeta.get("task") or next(iter(tasks.values()), "unknown"),
-        obs_fields=tuple(mapping.values()),
-        action_dim=int(np.prod(feats["action"]["shape"])),
-        control_dt_s=float(hmeta.get("control_dt_s") or 1.0 / float(info["fps"])),
-        robot=info.get("robot_type") or "unknown",
-    )
+    meta = _store_meta(info, mapping, tasks, task)
     ctx = {
         "features": feats,
         "mapping": mapping,
@@ -213,17 +266,7 @@ def read_lerobot(
     files = sorted((root / "data").glob("*/*.parquet"))
     if not files:
         raise ValueError(f"{root} has no data/chunk-*/file-*.parquet files")
-
-    def episodes() -> Iterator[Episode]:
-        for path in files:
-            table = pq.read_table(path)
-            index = table.column("episode_index").to_numpy()
-            for e in dict.fromkeys(index.tolist()):
-                rows = table.filter(pa.array(index == e))
-                rows = rows.sort_by("frame_index")
-                yield _episode(rows, ctx, report)
-
-    return meta, episodes()
+    return meta, _iter_episodes(pa, pq, files, ctx, report)
 
 
 def import_lerobot(
