@@ -59,6 +59,62 @@ def _read(arr: Any, name: str, start: int, stop: int) -> np.ndarray:
         ) from exc
 
 
+def _open_data(path: Path) -> tuple[Any, dict[str, Any]]:
+    """The root group and its ``data/`` arrays by name; checks ``action`` is an (N, A) array."""
+    try:
+        root = _open_group(path)
+        data = root["data"]
+    except Exception as exc:
+        raise ValueError(f"{path} is not a Zarr group with a data/ group: {exc}") from exc
+    arrays = {name: arr for name, arr in data.arrays()}
+    if "action" not in arrays:
+        raise ValueError(f"{path}: data/ has no 'action' array (has {sorted(arrays)})")
+    action = arrays["action"]
+    if action.ndim != 2:
+        raise ValueError(f"{path}: data/action must be (N, A), got shape {action.shape}")
+    return root, arrays
+
+
+def _note_assumptions(
+    report: ConversionReport, control_dt_s: float | None, mark_successful: bool
+) -> float:
+    """Notes what the buffer does not store; returns the control period to use."""
+    if control_dt_s is None:
+        control_dt_s = DEFAULT_CONTROL_DT_S
+        report.note(f"no control period stored: {control_dt_s} s assumed (--control-dt-s)")
+    report.note("no rewards or done flags stored: rewards 0, each episode truncated at its end")
+    report.note("no final observations stored: each episode's last observation stands in")
+    if not mark_successful:
+        report.note("no success flags stored: episodes marked unsuccessful (--mark-successful)")
+    return control_dt_s
+
+
+def _iter_episodes(
+    arrays: dict[str, Any], ends: np.ndarray, control_dt_s: float, success: bool, task: str
+) -> Iterator[Episode]:
+    """Episodes cut from the concatenated ``data/`` arrays at ``ends``."""
+    action = arrays["action"]
+    obs_arrays = {k: v for k, v in arrays.items() if k != "action"}
+    start = 0
+    for end in ends.tolist():
+        steps = end - start
+        obs = {k: _read(v, k, start, end) for k, v in obs_arrays.items()}
+        truncated = np.zeros(steps, bool)
+        truncated[-1] = True
+        yield Episode(
+            obs=obs,
+            final_obs={k: v[-1].copy() for k, v in obs.items()},
+            action=_read(action, "action", start, end).astype(np.float32),
+            reward=np.zeros(steps, np.float32),
+            terminated=np.zeros(steps, bool),
+            truncated=truncated,
+            timestamp=np.arange(steps, dtype=np.float64) * float(control_dt_s),
+            success=success,
+            task=task,
+        )
+        start = end
+
+
 def read_diffusion_policy(
     path: str | Path,
     *,
@@ -80,60 +136,24 @@ def read_diffusion_policy(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    try:
-        root = _open_group(path)
-        data = root["data"]
-    except Exception as exc:
-        raise ValueError(f"{path} is not a Zarr group with a data/ group: {exc}") from exc
-    arrays = {name: arr for name, arr in data.arrays()}
-    if "action" not in arrays:
-        raise ValueError(f"{path}: data/ has no 'action' array (has {sorted(arrays)})")
+    root, arrays = _open_data(path)
     action = arrays["action"]
-    if action.ndim != 2:
-        raise ValueError(f"{path}: data/action must be (N, A), got shape {action.shape}")
     ends = _episode_ends(root, path, int(action.shape[0]))
-    obs_arrays = {k: v for k, v in arrays.items() if k != "action"}
     fields = tuple(
         FieldSpec(name=k, dtype=str(v.dtype), shape=tuple(int(d) for d in v.shape[1:]))
-        for k, v in obs_arrays.items()
+        for k, v in arrays.items()
+        if k != "action"
     )
-    if control_dt_s is None:
-        control_dt_s = DEFAULT_CONTROL_DT_S
-        report.note(f"no control period stored: {control_dt_s} s assumed (--control-dt-s)")
-    report.note("no rewards or done flags stored: rewards 0, each episode truncated at its end")
-    report.note("no final observations stored: each episode's last observation stands in")
-    if not mark_successful:
-        report.note("no success flags stored: episodes marked unsuccessful (--mark-successful)")
+    dt_s = _note_assumptions(report, control_dt_s, mark_successful)
     meta = StoreMeta(
         kind="demo",
         task=task,
         obs_fields=fields,
         action_dim=int(action.shape[1]),
-        control_dt_s=float(control_dt_s),
+        control_dt_s=float(dt_s),
         robot="unknown",
     )
-
-    def episodes() -> Iterator[Episode]:
-        start = 0
-        for end in ends.tolist():
-            steps = end - start
-            obs = {k: _read(v, k, start, end) for k, v in obs_arrays.items()}
-            truncated = np.zeros(steps, bool)
-            truncated[-1] = True
-            yield Episode(
-                obs=obs,
-                final_obs={k: v[-1].copy() for k, v in obs.items()},
-                action=_read(action, "action", start, end).astype(np.float32),
-                reward=np.zeros(steps, np.float32),
-                terminated=np.zeros(steps, bool),
-                truncated=truncated,
-                timestamp=np.arange(steps, dtype=np.float64) * float(control_dt_s),
-                success=mark_successful,
-                task=task,
-            )
-            start = end
-
-    return meta, episodes()
+    return meta, _iter_episodes(arrays, ends, dt_s, mark_successful, task)
 
 
 def import_diffusion_policy(
