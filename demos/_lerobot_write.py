@@ -140,6 +140,87 @@ def _tasks_table(pa: Any, tasks: list[str]) -> Any:
     return table.replace_schema_metadata({"pandas": json.dumps(pandas_meta)})
 
 
+class _DataFiles:
+    """Collects frame tables and writes them as numbered ``data/`` parquet files."""
+
+    def __init__(self, pa: Any, pq: Any, root: Path, frames_per_file: int) -> None:
+        self.pa, self.pq, self.root, self.frames_per_file = pa, pq, root, frames_per_file
+        self.pending: list[Any] = []
+        self.written: list[Any] = []
+        self.file_no = 0
+
+    def location(self) -> tuple[int, int]:
+        """``(chunk_index, file_index)`` of the file being filled."""
+        return divmod(self.file_no, CHUNKS_SIZE)
+
+    def add(self, table: Any) -> None:
+        """Queues an episode's frames for the file being filled."""
+        self.pending.append(table)
+
+    def make_room(self, num_steps: int) -> None:
+        """Starts a new file if ``num_steps`` more frames would overfill the current one."""
+        if (
+            self.pending
+            and sum(t.num_rows for t in self.pending) + num_steps > self.frames_per_file
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Writes the queued frames as the next data file (nothing if none are queued)."""
+        if self.pending:
+            table = self.pa.concat_tables(self.pending)
+            chunk, fidx = self.location()
+            path = self.root / DATA_PATH.format(chunk_index=chunk, file_index=fidx)
+            _write_parquet(self.pq, table, path)
+            self.written.append(table)
+            self.file_no, self.pending = self.file_no + 1, []
+
+
+def _episode_row(
+    i: int, task: str, ep: Episode, start: int, location: tuple[int, int]
+) -> dict[str, Any]:
+    """The ``meta/episodes`` row of episode ``i``, whose first frame is global index ``start``."""
+    chunk, fidx = location
+    return {
+        "episode_index": i,
+        "tasks": [task],
+        "length": ep.num_steps,
+        "data/chunk_index": chunk,
+        "data/file_index": fidx,
+        "dataset_from_index": start,
+        "dataset_to_index": start + ep.num_steps,
+        "meta/episodes/chunk_index": 0,
+        "meta/episodes/file_index": 0,
+        "success": bool(ep.success),
+        "seed": -1 if ep.seed is None else int(ep.seed),
+    }
+
+
+def _info(
+    meta: StoreMeta, feats: dict[str, Any], report: ConversionReport, num_tasks: int
+) -> dict[str, Any]:
+    """The ``meta/info.json`` document; notes when the fps had to be rounded."""
+    fps = 1.0 / meta.control_dt_s
+    if abs(fps - round(fps)) > 1e-6:
+        report.note(f"fps {fps:.4g} rounded to {round(fps)} in info.json (exact period kept)")
+    return {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": meta.robot,
+        "total_episodes": report.episodes,
+        "total_frames": report.steps,
+        "total_tasks": num_tasks,
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100,
+        "video_files_size_in_mb": 500,
+        "fps": round(fps),
+        "splits": {"train": f"0:{report.episodes}"},
+        "data_path": DATA_PATH,
+        "video_path": None,
+        "features": feats,
+        "handrail": _handrail_meta(meta),
+    }
+
+
 def write_lerobot(
     root: str | Path,
     meta: StoreMeta,
@@ -156,73 +237,25 @@ def write_lerobot(
     feats = _features(meta)
     report = ConversionReport()
     report.drop("final_obs (LeRobot keeps no observation after an episode's last step)")
+    files = _DataFiles(pa, pq, root, frames_per_file)
     tasks: list[str] = []
-    pending: list[Any] = []
-    written: list[Any] = []
     ep_rows: list[dict[str, Any]] = []
-    file_no = 0
-
-    def flush() -> None:
-        nonlocal file_no, pending
-        if pending:
-            table = pa.concat_tables(pending)
-            chunk, fidx = divmod(file_no, CHUNKS_SIZE)
-            _write_parquet(pq, table, root / DATA_PATH.format(chunk_index=chunk, file_index=fidx))
-            written.append(table)
-            file_no, pending = file_no + 1, []
-
     for i, ep in enumerate(episodes):
         task = ep.task or meta.task
         if task not in tasks:
             tasks.append(task)
-        if pending and sum(t.num_rows for t in pending) + ep.num_steps > frames_per_file:
-            flush()
-        table = _frames_table(pa, ep, meta, feats, (i, report.steps, tasks.index(task)))
-        pending.append(table)
-        chunk, fidx = divmod(file_no, CHUNKS_SIZE)
-        ep_rows.append(
-            {
-                "episode_index": i,
-                "tasks": [task],
-                "length": ep.num_steps,
-                "data/chunk_index": chunk,
-                "data/file_index": fidx,
-                "dataset_from_index": report.steps,
-                "dataset_to_index": report.steps + ep.num_steps,
-                "meta/episodes/chunk_index": 0,
-                "meta/episodes/file_index": 0,
-                "success": bool(ep.success),
-                "seed": -1 if ep.seed is None else int(ep.seed),
-            }
-        )
+        files.make_room(ep.num_steps)
+        files.add(_frames_table(pa, ep, meta, feats, (i, report.steps, tasks.index(task))))
+        ep_rows.append(_episode_row(i, task, ep, report.steps, files.location()))
         report.episodes += 1
         report.steps += ep.num_steps
-    flush()
-    _write_parquet(
-        pq, pa.Table.from_pylist(ep_rows), root / EPISODES_PATH.format(chunk_index=0, file_index=0)
-    )
+    files.flush()
+    episodes_path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)
+    _write_parquet(pq, pa.Table.from_pylist(ep_rows), episodes_path)
     _write_parquet(pq, _tasks_table(pa, tasks), root / "meta" / "tasks.parquet")
-    fps = 1.0 / meta.control_dt_s
-    if abs(fps - round(fps)) > 1e-6:
-        report.note(f"fps {fps:.4g} rounded to {round(fps)} in info.json (exact period kept)")
-    info = {
-        "codebase_version": CODEBASE_VERSION,
-        "robot_type": meta.robot,
-        "total_episodes": report.episodes,
-        "total_frames": report.steps,
-        "total_tasks": len(tasks),
-        "chunks_size": CHUNKS_SIZE,
-        "data_files_size_in_mb": 100,
-        "video_files_size_in_mb": 500,
-        "fps": round(fps),
-        "splits": {"train": f"0:{report.episodes}"},
-        "data_path": DATA_PATH,
-        "video_path": None,
-        "features": feats,
-        "handrail": _handrail_meta(meta),
-    }
+    info = _info(meta, feats, report, len(tasks))
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=2))
-    stats = _stats(pa, written, feats) if written else {}
+    stats = _stats(pa, files.written, feats) if files.written else {}
     (root / "meta" / "stats.json").write_text(json.dumps(stats))
     return report
 
