@@ -7,36 +7,28 @@ is enforced with an OS file lock. Reading lives in ``reader.py``.
 
 from __future__ import annotations
 
-import json
-import math
-import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from handrail.demos import _zarr
-from handrail.demos._commit import FaultHook, atomic_write_json, clean_temp_files, fsync_paths
+from handrail.demos._commit import FaultHook, atomic_write_json, clean_temp_files
 from handrail.demos._flush import PENDING_NAME, EpisodeInfo, Flusher, StagingBlock
-from handrail.demos._lock import LOCK_NAME, StoreLock
+from handrail.demos._lock import StoreLock
 from handrail.demos._recover import prepare_dir, recover_pending
+from handrail.demos._store_layout import create_empty_arrays, root_document, validate_create_args
 from handrail.demos.errors import StoreError
 from handrail.demos.format import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
     INTERVENTION_SOURCES,
-    KINDS,
     FieldSpec,
     StoreKind,
     episode_fields,
     read_root_document,
     step_fields,
-    validate_obs_fields,
-    versions,
 )
 
 _STAGING_BYTES = 8 << 20  # one staging block holds about this much step data
@@ -153,6 +145,25 @@ class EpisodeWriter:
             truncated: the episode was cut (time limit) at this step.
             timestamp: unix time in seconds; None uses the current time.
         """
+        episode = self._staging_episode(intervention)
+        block = self._current_block()
+        i, arrays = block.n, block.arrays
+        self._stage_obs(arrays, i, obs)
+        self._stage_actions(arrays, i, action, policy_action)
+        arrays["data/intervention"][i] = intervention
+        arrays["data/reward"][i] = reward
+        arrays["data/terminated"][i] = terminated
+        arrays["data/truncated"][i] = truncated
+        arrays["data/timestamp"][i] = time.time() if timestamp is None else timestamp
+        block.n = i + 1
+        self._ep_steps += 1
+        episode.num_intervened += intervention != 0
+        if block.n == len(arrays["data/reward"]):
+            self._flusher.queue.put(("data", block))
+            self._block = None
+
+    def _staging_episode(self, intervention: int) -> EpisodeInfo:
+        """The open episode, once checked that a step with ``intervention`` may be staged."""
         if self._episode is None:
             self._check()
             raise ValueError("add_step outside an episode: call begin_episode first")
@@ -162,10 +173,17 @@ class EpisodeWriter:
             raise ValueError(
                 f"intervention={intervention!r} must be 0 (policy), 1 (human) or 2 (scripted)"
             )
+        return self._episode
+
+    def _current_block(self) -> StagingBlock:
+        """The staging block being filled, taking a new one if there is none."""
         block = self._block
         if block is None:
             block = self._block = self._new_block()
-        i, arrays = block.n, block.arrays
+        return block
+
+    def _stage_obs(self, arrays: dict[str, np.ndarray], i: int, obs: Mapping[str, Any]) -> None:
+        """Checks each obs field and copies it into row ``i`` of the staging arrays."""
         for name, path, shape, dtype in self._obs:
             try:
                 value = np.asarray(obs[name])
@@ -173,6 +191,11 @@ class EpisodeWriter:
                 raise ValueError(f"obs is missing field {name!r}; it has {sorted(obs)}") from None
             _check_value(f"obs[{name!r}]", value, shape, dtype)
             _copy_row(arrays[path], i, value)
+
+    def _stage_actions(
+        self, arrays: dict[str, np.ndarray], i: int, action: Any, policy_action: Any
+    ) -> None:
+        """Checks and stages the executed and proposed actions (``action`` when none proposed)."""
         act = np.asarray(action)
         _check_value("action", act, (self.action_dim,), arrays["data/action"].dtype)
         arrays["data/action"][i] = act
@@ -180,17 +203,6 @@ class EpisodeWriter:
             act = np.asarray(policy_action)
             _check_value("policy_action", act, (self.action_dim,), np.dtype(np.float32))
         arrays["data/policy_action"][i] = act
-        arrays["data/intervention"][i] = intervention
-        arrays["data/reward"][i] = reward
-        arrays["data/terminated"][i] = terminated
-        arrays["data/truncated"][i] = truncated
-        arrays["data/timestamp"][i] = time.time() if timestamp is None else timestamp
-        block.n = i + 1
-        self._ep_steps += 1
-        self._episode.num_intervened += intervention != 0
-        if block.n == len(arrays["data/reward"]):
-            self._flusher.queue.put(("data", block))
-            self._block = None
 
     def end_episode(
         self, *, final_obs: Mapping[str, np.ndarray], success: bool, wait: bool = True
@@ -330,46 +342,14 @@ def create_store(
         overwrite: replace an existing handrail store at ``path``.
         durable: fsync data and metadata at every commit (turn off only for scratch stores).
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} must be one of {KINDS}")
-    fields = validate_obs_fields(obs_fields)
-    if not isinstance(action_dim, (int, np.integer)) or action_dim < 1:
-        raise ValueError(f"action_dim={action_dim!r} must be a positive int")
-    if not (
-        isinstance(control_dt_s, (int, float)) and math.isfinite(control_dt_s) and control_dt_s > 0
-    ):
-        raise ValueError(f"control_dt_s={control_dt_s!r} must be a positive number of seconds")
-    if not isinstance(task, str) or not task:
-        raise ValueError(f"task={task!r} must be a non-empty str")
+    fields = validate_create_args(kind, obs_fields, action_dim, control_dt_s, task)
     root = Path(path)
     prepare_dir(root, overwrite)
     lock = StoreLock(root)
     lock.acquire()
     try:
-        for child in root.iterdir():
-            if child.name != LOCK_NAME:
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        defs = step_fields(fields, int(action_dim)) + episode_fields(fields)
-        _zarr.create_arrays(root, defs, attributes={})
-        if durable:
-            fsync_paths(p for p in root.rglob("*") if p.name != LOCK_NAME)
-        doc = json.loads((root / "zarr.json").read_text())
-        doc["attributes"] = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "kind": kind,
-            "creator": f"handrail {versions()['handrail']}",
-            "versions": versions(),
-            "created": datetime.now(UTC).isoformat(),
-            "control_dt_s": float(control_dt_s),
-            "robot": str(robot),
-            "task": task,
-            "action_dim": int(action_dim),
-            "intervention_sources": {str(k): v for k, v in INTERVENTION_SOURCES.items()},
-            "obs_fields": [f.to_json() for f in fields],
-            "fields": [{"path": d.path, **d.spec.to_json()} for d in defs],
-            "commit": {"num_episodes": 0, "num_steps": 0, "tasks": [task], "sequence": 0},
-        }
+        defs = create_empty_arrays(root, fields, int(action_dim), durable)
+        doc = root_document(root, kind, fields, defs, action_dim, control_dt_s, robot, task)
         atomic_write_json(root / "zarr.json", doc, durable=durable)  # now it is a handrail store
         writer = EpisodeWriter(root, lock, durable=durable)
     except BaseException:
