@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,27 @@ def train_sb3(
         The last evaluation record (None if none ran).
     """
     sb3 = require_sb3()
+    model, obs_spec, action_spec = _make_model(sb3, env, sac, seed, warmup_steps, buffer_capacity)
+    if demos is not None:
+        preload_demos(model, demos)
+    save = partial(save_sb3_checkpoint, model, obs_spec=obs_spec, action_spec=action_spec)
+    monitor = RunMonitor(
+        run,
+        total_steps=steps,
+        eval_every=eval_every,
+        evaluate=_evaluator(model, obs_spec, eval_env, eval_episodes, seed, video, success_key),
+        save_latest=lambda: save(run.latest_dir),
+        save_best=lambda: save(run.best_dir),
+        progress=progress,
+        stop_at_success=stop_at_success,
+    )
+    return _learn(sb3, model, monitor, steps, success_key)
+
+
+def _make_model(
+    sb3: Any, env: gym.Env, sac: Any, seed: int, warmup_steps: int, buffer_capacity: int
+) -> tuple[Any, ObsSpec, ActionSpec]:
+    """SB3's SAC on the flattened ``env`` with handrail's settings, and the env's specs."""
     import torch
 
     torch.set_num_threads(1)  # steadier than 2 threads on a shared 2-core CPU
@@ -165,25 +187,33 @@ def train_sb3(
         sac, warmup_steps=warmup_steps, buffer_size=buffer_capacity, action_dim=action_spec.dim
     )
     model = sb3.SAC("MlpPolicy", FlattenObs(env, obs_spec), seed=seed, device="cpu", **kwargs)
-    if demos is not None:
-        preload_demos(model, demos)
+    return model, obs_spec, action_spec
+
+
+def _evaluator(
+    model: Any,
+    obs_spec: ObsSpec,
+    eval_env: gym.Env,
+    episodes: int,
+    seed: int,
+    video: bool,
+    success_key: str,
+) -> Callable[[int], EvalResult]:
+    """The monitor's evaluation: the model's deterministic policy on ``eval_env``."""
 
     def run_eval(_: int) -> EvalResult:
         policy = _predictor(model, obs_spec)
         return evaluate(
-            eval_env, policy, eval_episodes, seed + 10_000, video=video, success_key=success_key
+            eval_env, policy, episodes, seed + 10_000, video=video, success_key=success_key
         )
 
-    monitor = RunMonitor(
-        run,
-        total_steps=steps,
-        eval_every=eval_every,
-        evaluate=run_eval,
-        save_latest=lambda: save_sb3_checkpoint(model, run.latest_dir, obs_spec, action_spec),
-        save_best=lambda: save_sb3_checkpoint(model, run.best_dir, obs_spec, action_spec),
-        progress=progress,
-        stop_at_success=stop_at_success,
-    )
+    return run_eval
+
+
+def _learn(
+    sb3: Any, model: Any, monitor: RunMonitor, steps: int, success_key: str
+) -> dict[str, Any] | None:
+    """SB3's training loop fed into ``monitor``, then a final evaluation; the last record."""
     try:
         model.learn(total_timesteps=steps, callback=_make_callback(sb3, monitor, success_key))
         if monitor.last_eval is None or monitor.last_eval["env_steps"] < model.num_timesteps:
