@@ -124,24 +124,31 @@ def evaluate(
     """
     if episodes <= 0:
         raise ValueError(f"evaluate: episodes must be > 0, got {episodes}")
+    num_video = _video_episodes(env, video)
+    frames: list[np.ndarray] = []
+    runs = []
+    for i in range(episodes):
+        recorded = frames if i < num_video else None
+        runs.append(_run_episode(env, policy, seed + i, success_key, max_steps, recorded))
+    return _summarise(runs, frames)
+
+
+def _video_episodes(env: Any, video: bool | int) -> int:
+    """How many episodes to record; the env must render rgb arrays if any."""
     num_video = int(video) if not isinstance(video, bool) else (1 if video else 0)
     if num_video and getattr(env, "render_mode", None) != "rgb_array":
         raise ValueError(
             "evaluate(video=...): the env must be created with render_mode='rgb_array'; "
             f"got render_mode={getattr(env, 'render_mode', None)!r}"
         )
-    returns: list[float] = []
-    lengths: list[int] = []
-    successes: list[bool] = []
-    frames: list[np.ndarray] = []
-    for i in range(episodes):
-        ret, length, success = _run_episode(
-            env, policy, seed + i, success_key, max_steps, frames if i < num_video else None
-        )
-        returns.append(ret)
-        lengths.append(length)
-        if success is not None:
-            successes.append(success)
+    return num_video
+
+
+def _summarise(runs: list[tuple[float, int, bool | None]], frames: list[np.ndarray]) -> EvalResult:
+    """The :class:`EvalResult` of (return, length, success) per episode, in episode order."""
+    episodes = len(runs)
+    returns = [ret for ret, _, _ in runs]
+    successes = [success for _, _, success in runs if success is not None]
     rate = lo = hi = None
     if len(successes) == episodes:
         rate = sum(successes) / episodes
@@ -151,7 +158,7 @@ def evaluate(
         ci_low=lo,
         ci_high=hi,
         mean_return=float(np.mean(returns)),
-        mean_length=float(np.mean(lengths)),
+        mean_length=float(np.mean([length for _, length, _ in runs])),
         episodes=episodes,
         returns=tuple(returns),
         successes=tuple(successes) if rate is not None else (),
