@@ -17,7 +17,7 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -127,27 +127,53 @@ def _graceful_interrupt() -> Iterator[list[bool]]:
 
 def _train_jax(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, demos: Any, *,
                resume: bool, progress: bool) -> dict[str, Any] | None:  # fmt: skip
-    import jax
-
-    from handrail.learners.checkpoint import save_checkpoint
-    from handrail.learners.evaluation import evaluate
-    from handrail.learners.loop import Trainer
-    from handrail.learners.runlog import RunMonitor
+    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record."""
     from handrail.learners.sac import SAC
 
     obs_spec, action_spec = check_spaces(env, cfg.task)
     sac = SAC(obs_spec, action_spec, cfg.sac)
+    trainer = _make_trainer(cfg, env, sac, demos)
+    if resume:
+        trainer.load(run.latest_dir)
+    boundary = [True]  # Trainer.save works only at an episode boundary
+
+    def save_latest() -> None:
+        if boundary[0]:  # else the previous boundary's save stays the latest
+            trainer.save(run.latest_dir)
+
+    monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest, progress=progress)
+    try:
+        _jax_loop(trainer, monitor, cfg.steps, boundary, save_latest)
+    finally:
+        monitor.close()
+    return monitor.last_eval
+
+
+def _make_trainer(cfg: ResolvedConfig, env: gym.Env, sac: Any, demos: Any) -> Any:
+    """The Trainer of ``sac`` on ``env``, with the demos (if any) as an n-step replay buffer."""
+    from handrail.learners.loop import Trainer
+
     demo_buffer = None
     if demos is not None:
         from handrail.learners.demo_data import to_replay_buffer
 
-        demo_buffer = to_replay_buffer(demos, obs_spec, action_spec, n_step=cfg.sac.n_step,
+        demo_buffer = to_replay_buffer(demos, sac.obs_spec, sac.action_spec, n_step=cfg.sac.n_step,
                                        gamma=cfg.sac.gamma)  # fmt: skip
-    trainer = Trainer(env, sac, seed=cfg.seed, warmup_steps=cfg.warmup_steps,
-                      buffer_capacity=cfg.buffer_capacity, demos=demo_buffer,
-                      success_key=cfg.success_key)  # fmt: skip
-    if resume:
-        trainer.load(run.latest_dir)
+    return Trainer(env, sac, seed=cfg.seed, warmup_steps=cfg.warmup_steps,
+                   buffer_capacity=cfg.buffer_capacity, demos=demo_buffer,
+                   success_key=cfg.success_key)  # fmt: skip
+
+
+def _jax_monitor(cfg: ResolvedConfig, eval_env: gym.Env, run: Any, trainer: Any, sac: Any,
+                 save_latest: Callable[[], None], *, progress: bool) -> Any:  # fmt: skip
+    """The RunMonitor that evaluates the trainer's deterministic policy and saves checkpoints."""
+    import jax
+
+    from handrail.learners.checkpoint import save_checkpoint
+    from handrail.learners.evaluation import evaluate
+    from handrail.learners.runlog import RunMonitor
+
+    obs_spec, action_spec = sac.obs_spec, sac.action_spec
     key = jax.random.key(cfg.seed)
 
     def policy(obs: Any) -> np.ndarray:
@@ -162,35 +188,30 @@ def _train_jax(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, d
         save_checkpoint(run.best_dir, trainer.state, cfg.sac, obs_spec, action_spec,
                         extra={"env_steps": trainer.env_steps, "task": cfg.task})  # fmt: skip
 
-    boundary = [True]  # Trainer.save works only at an episode boundary
+    return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every,
+                      evaluate=run_eval, save_latest=save_latest,
+                      save_best=save_best, start_steps=trainer.env_steps, progress=progress,
+                      stop_at_success=cfg.stop_at_success)  # fmt: skip
 
-    def save_latest() -> None:
-        if boundary[0]:  # else the previous boundary's save stays the latest
-            trainer.save(run.latest_dir)
 
-    monitor = RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every,
-                         evaluate=run_eval, save_latest=save_latest,
-                         save_best=save_best, start_steps=trainer.env_steps, progress=progress,
-                         stop_at_success=cfg.stop_at_success)  # fmt: skip
-    try:
-        with _graceful_interrupt() as interrupted:
-            while trainer.env_steps < cfg.steps:
-                finished = trainer.step()
-                boundary[0] = bool(finished)
-                episodes = [(e.return_, e.length, e.success) for e in finished]
-                stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
-                                       lambda: trainer.last_metrics)  # fmt: skip
-                if stop or (interrupted[0] and finished):
-                    break
-            if not interrupted[0] and (
-                monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
-            ):
-                monitor.evaluate_now(trainer.env_steps)  # fmt: skip
-            else:
-                save_latest()
-    finally:
-        monitor.close()
-    return monitor.last_eval
+def _jax_loop(trainer: Any, monitor: Any, steps: int, boundary: list[bool],
+              save_latest: Callable[[], None]) -> None:  # fmt: skip
+    """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save."""
+    with _graceful_interrupt() as interrupted:
+        while trainer.env_steps < steps:
+            finished = trainer.step()
+            boundary[0] = bool(finished)
+            episodes = [(e.return_, e.length, e.success) for e in finished]
+            stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
+                                   lambda: trainer.last_metrics)  # fmt: skip
+            if stop or (interrupted[0] and finished):
+                break
+        if not interrupted[0] and (
+            monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
+        ):
+            monitor.evaluate_now(trainer.env_steps)  # fmt: skip
+        else:
+            save_latest()
 
 
 def _train_sb3(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, demos: Any, *,
