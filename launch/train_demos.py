@@ -28,6 +28,11 @@ def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> Episo
     """
     if task not in HANDRAIL_TASKS:
         raise ValueError(f"--demos expert:N needs a handrail task {HANDRAIL_TASKS}, got {task!r}")
+    return _as_episode_data(task, _successful_episodes(task, count, seed, overrides))
+
+
+def _successful_episodes(task: str, count: int, seed: int, overrides: dict[str, Any]) -> list:
+    """``count`` successful expert episodes (seeds ``seed + i``, at most ``3 * count`` tries)."""
     import handrail.sim
 
     env = make_env(task, **overrides)
@@ -43,6 +48,11 @@ def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> Episo
     if len(episodes) < count:
         raise RuntimeError(f"the {task} expert succeeded in only {len(episodes)} of {3 * count} "
                            f"episodes; wanted {count}")  # fmt: skip
+    return episodes
+
+
+def _as_episode_data(task: str, episodes: list) -> EpisodeData:
+    """Concatenates ``_expert_episode`` tuples (obs, actions, rewards, ...) into EpisodeData."""
     keys = list(episodes[0][0][0])
     lengths = np.array([len(ep[1]) for ep in episodes], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
