@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from tqdm import tqdm
@@ -42,32 +42,47 @@ def rollout(
     frames: list[np.ndarray] = []
     successes = 0
     for ep in tqdm(range(episodes), desc=f"{task}/{policy}", unit="ep"):
-        obs, _ = env.reset(seed=seed + ep)
         record = video is not None and ep < video_episodes
-        if expert is not None:
-            expert.reset(seed=seed + ep)
-        if record:
-            frames.append(env.render())
-        done, info = False, {"success": False}
-        while not done:
-            if expert is not None:
-                action = expert(obs)
-            else:
-                action = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
-            obs, _, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
-            if record:
-                frames.append(env.render())
-        successes += bool(info["success"])
+        successes += _episode(env, expert, rng, seed + ep, frames if record else None)
     env.close()
     print(f"success rate: {successes / episodes:.2f} ({successes}/{episodes}) on {task} ({policy})")
     if video is not None:
-        import imageio.v2 as imageio
-
-        video.parent.mkdir(parents=True, exist_ok=True)
-        imageio.mimwrite(video, frames, fps=round(1.0 / env.unwrapped.control_dt_s))
-        print(f"video: {video}")
+        _write_video(video, frames, fps=round(1.0 / env.unwrapped.control_dt_s))
     return 0
+
+
+def _episode(
+    env: Any, expert: Any, rng: np.random.Generator, seed: int, frames: list[np.ndarray] | None
+) -> bool:
+    """One episode with the expert (or uniform random actions from ``rng``); whether it succeeded.
+
+    Rendered frames are appended to ``frames`` unless it is None.
+    """
+    obs, _ = env.reset(seed=seed)
+    if expert is not None:
+        expert.reset(seed=seed)
+    if frames is not None:
+        frames.append(env.render())
+    done, info = False, {"success": False}
+    while not done:
+        if expert is not None:
+            action = expert(obs)
+        else:
+            action = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
+        obs, _, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+        if frames is not None:
+            frames.append(env.render())
+    return bool(info["success"])
+
+
+def _write_video(video: Path, frames: list[np.ndarray], fps: int) -> None:
+    """Write ``frames`` as an mp4 (creating its folder) and say where."""
+    import imageio.v2 as imageio
+
+    video.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimwrite(video, frames, fps=fps)
+    print(f"video: {video}")
 
 
 def view(task: str = "pick_cube", seed: int = 0) -> int:
