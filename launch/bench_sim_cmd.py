@@ -157,6 +157,15 @@ def bench_sim(steps: int = 100, repeats: int = 5, out: Path | None = None) -> in
     if steps < 1 or repeats < 1:
         raise ValueError(f"steps and repeats must be >= 1; got steps={steps}, repeats={repeats}")
     rows = [_row(t, steps, max(1, steps // 4), repeats) for t in sim.available_tasks()]
+    _print_table(rows)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    """Print the rows as a Markdown table, with a warning for ratios that can only be noise."""
     print(
         "| task | state: step us | bare us | ratio | in mj_step "
         "| 84x84 camera: step us | bare us | ratio | in mj_step |"
@@ -179,7 +188,3 @@ def bench_sim(steps: int = 100, repeats: int = 5, out: Path | None = None) -> in
             f"warning: ratio below 1 for {', '.join(noisy)}: the machine was busy while timing; "
             "rerun on a quiet machine or with more --repeats"
         )
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rows, indent=2))
-    return 0
