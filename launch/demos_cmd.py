@@ -9,7 +9,7 @@ three are re-exported here.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
 
@@ -22,6 +22,9 @@ from handrail.launch.record_cmd import (
     record,
 )
 from handrail.launch.replay_cmd import ReplayConfig, env_overrides, replay
+
+if TYPE_CHECKING:
+    from handrail.demos.episodes import ConversionReport
 
 __all__ = [
     "CAMERAS",
@@ -184,28 +187,38 @@ def import_(
     """
 
     def body() -> int:
-        if format == "robomimic":
-            from handrail.demos.io_robomimic import import_robomimic
-
-            report = import_robomimic(
-                src, out, task=task, control_dt_s=control_dt_s, overwrite=overwrite
-            )
-        elif format == "lerobot":
-            from handrail.demos.io_lerobot import import_lerobot
-
-            report = import_lerobot(src, out, task=task, overwrite=overwrite)
-        else:
-            from handrail.demos.io_diffusion_policy import import_diffusion_policy
-
-            report = import_diffusion_policy(
-                src,
-                out,
-                task=task or "unknown",
-                control_dt_s=control_dt_s,
-                mark_successful=mark_successful,
-                overwrite=overwrite,
-            )
+        report = _import_store(src, format, out, task, control_dt_s, mark_successful, overwrite)
         print(report.format())
         return 0
 
     return guarded("demos import", body)
+
+
+def _import_store(
+    src: StorePath,
+    format: str,
+    out: str,
+    task: str | None,
+    control_dt_s: float | None,
+    mark_successful: bool,
+    overwrite: bool,
+) -> ConversionReport:
+    """Run the importer of ``format``; returns its report."""
+    if format == "robomimic":
+        from handrail.demos.io_robomimic import import_robomimic
+
+        return import_robomimic(src, out, task=task, control_dt_s=control_dt_s, overwrite=overwrite)
+    if format == "lerobot":
+        from handrail.demos.io_lerobot import import_lerobot
+
+        return import_lerobot(src, out, task=task, overwrite=overwrite)
+    from handrail.demos.io_diffusion_policy import import_diffusion_policy
+
+    return import_diffusion_policy(
+        src,
+        out,
+        task=task or "unknown",
+        control_dt_s=control_dt_s,
+        mark_successful=mark_successful,
+        overwrite=overwrite,
+    )
