@@ -171,7 +171,7 @@ def train_sb3(
         progress=progress,
         stop_at_success=stop_at_success,
     )
-    return _learn(sb3, model, monitor, steps, success_key)
+    return _learn(model, monitor, steps, success_key)
 
 
 def _make_model(
@@ -210,12 +210,10 @@ def _evaluator(
     return run_eval
 
 
-def _learn(
-    sb3: Any, model: Any, monitor: RunMonitor, steps: int, success_key: str
-) -> dict[str, Any] | None:
+def _learn(model: Any, monitor: RunMonitor, steps: int, success_key: str) -> dict[str, Any] | None:
     """SB3's training loop fed into ``monitor``, then a final evaluation; the last record."""
     try:
-        model.learn(total_timesteps=steps, callback=_make_callback(sb3, monitor, success_key))
+        model.learn(total_timesteps=steps, callback=_make_callback(monitor, success_key))
         if monitor.last_eval is None or monitor.last_eval["env_steps"] < model.num_timesteps:
             monitor.evaluate_now(model.num_timesteps)
     finally:
@@ -224,13 +222,16 @@ def _learn(
 
 
 def _predictor(model: Any, obs_spec: ObsSpec) -> Callable[[Any], np.ndarray]:
+    """The model's deterministic policy on raw (Dict or Box) observations."""
+
     def policy(obs: Any) -> np.ndarray:
         return np.asarray(model.predict(obs_spec.flatten(obs), deterministic=True)[0])
 
     return policy
 
 
-def _make_callback(sb3: Any, monitor: RunMonitor, success_key: str) -> Any:
+def _make_callback(monitor: RunMonitor, success_key: str) -> Any:
+    """An SB3 callback that reports steps and finished episodes to ``monitor``."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class _Callback(BaseCallback):
