@@ -112,13 +112,13 @@ def _update_only_ms(sac: Any, state: Any, calls: int) -> float:
     ))  # fmt: skip
     state, metrics = sac.update(state, batch)  # compiles
     jax.block_until_ready(metrics)
-    best = float("inf")  # best of 5 chunks: the VM jitters by 30%, and a low time is the
-    for _ in range(5):  # generous side for a bound
+    best, chunk = float("inf"), max(1, calls // 5)
+    for _ in range(5):  # the VM jitters by 30%; the low side is the generous one for a bound
         start = time.perf_counter()
-        for _ in range(max(1, calls // 5)):
+        for _ in range(chunk):
             state, metrics = sac.update(state, batch)
         jax.block_until_ready(metrics)
-        best = min(best, (time.perf_counter() - start) / max(1, calls // 5))
+        best = min(best, (time.perf_counter() - start) / chunk)
     return 1e3 * best / cfg.utd
 
 
@@ -277,7 +277,7 @@ def goal_lines(rows: list[dict[str, Any]], gflop_s: float) -> list[str]:
     update over handrail's measured jitted update alone: what removing every other per-step
     cost (env, replay, acting, Python) would reach. The RLPD line also scales its rate
     by SBX's UTD-20 speed in this run against its speed when the goal was set, because this
-    shared VM's speed drifts by up to 30%.
+    shared VM's speed drifts by up to 40% within an hour.
     """
     by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
     lines = ["goals:"]
