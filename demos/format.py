@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from handrail.control.step import ActedBy
 from handrail.demos.errors import (
     FieldMismatchError,
     NotAStoreError,
@@ -52,7 +53,8 @@ SUPPORTED_DTYPES = (
     "float32",
     "float64",
 )
-INTERVENTION_SOURCES = {0: "policy", 1: "human", 2: "scripted"}
+INTERVENTION_SOURCES = {int(who): who.name.lower() for who in ActedBy}
+"""Codes of the ``intervention`` field: who acted (0 policy, 1 human, 2 scripted)."""
 IMAGE_SHARD_FRAMES = 64
 META_CHUNK_ROWS = 1024
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
