@@ -47,7 +47,8 @@ class EpisodeRecorder:
     true. Build one with :meth:`create` (a new store) or :meth:`append` (an existing one); use it
     as a context manager, or call :meth:`close`. Call ``add`` from one thread.
 
-    Observation keys not in the store's fields are ignored (record a subset, e.g. no images).
+    Observation keys not in the store's fields are ignored (record a subset, e.g. no images);
+    ``Step.extras`` are not stored (the format has no place for them yet).
     """
 
     def __init__(self, writer: EpisodeWriter, *, task: str | None = None) -> None:
