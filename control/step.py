@@ -21,6 +21,13 @@ from typing import Any, Protocol
 import numpy as np
 
 
+EXECUTED_ACTION_KEY = "executed_action"
+"""``info`` key an env (or wrapper) sets when it executed another action than it was given
+(a human override, a safety clip): the actor records that action (env units) as executed."""
+ACTED_BY_KEY = "acted_by"
+"""``info`` key with an :class:`ActedBy` code when the env knows who chose the action."""
+
+
 class ActedBy(IntEnum):
     """Who chose the executed action; the integer codes are those the episode store keeps."""
 

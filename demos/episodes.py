@@ -8,15 +8,17 @@ never to talk to Zarr; :class:`StoreMeta` is what a new store needs besides its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from handrail.control.step import EpisodeTally, Step
 from handrail.demos import EpisodeData, EpisodeWriter, FieldSpec, create_store, open_store
 from handrail.demos.format import StoreKind, parse_kind
+from handrail.demos.reader import EpisodeRecord
 
 
 @dataclass
@@ -234,3 +236,97 @@ def write_store(
             write_episode(writer, ep)
             count += 1
     return count
+
+
+def episode_from_steps(steps: Sequence[Step], task: str | None = None) -> Episode:
+    """One :class:`Episode` from the steps of an episode (in order; the last one ends it)."""
+    if not steps:
+        raise ValueError("episode_from_steps: no steps")
+    tally = EpisodeTally()
+    for step in steps:
+        tally.add(step.reward, step.success)
+    keys = list(steps[0].obs)
+    return Episode(
+        obs={k: np.stack([np.asarray(s.obs[k]) for s in steps]) for k in keys},
+        final_obs={k: np.asarray(steps[-1].next_obs[k]) for k in keys},
+        action=np.stack([np.asarray(s.action, np.float32) for s in steps]),
+        reward=np.array([s.reward for s in steps], np.float32),
+        terminated=np.array([s.terminated for s in steps], bool),
+        truncated=np.array([s.truncated for s in steps], bool),
+        policy_action=np.stack([np.asarray(s.proposed, np.float32) for s in steps]),
+        intervention=np.array([int(s.acted_by) for s in steps], np.int8),
+        timestamp=np.array([s.timestamp for s in steps], np.float64),
+        success=bool(tally.success),
+        seed=steps[0].episode_seed,
+        task=task,
+    )
+
+
+class EpisodeCollector:
+    """A transition sink that keeps finished episodes in RAM as :class:`Episode` objects.
+
+    Args:
+        task: stamped on every episode.
+        successful_only: keep only episodes whose success flag was true at any step.
+    """
+
+    def __init__(self, task: str | None = None, *, successful_only: bool = False) -> None:
+        self.task, self.successful_only = task, successful_only
+        self.episodes: list[Episode] = []
+        self._current: list[Step] = []
+
+    def add(self, step: Step) -> None:
+        """Take one step; an episode is kept when its last step arrives."""
+        self._current.append(step)
+        if step.done:
+            episode = episode_from_steps(self._current, self.task)
+            self._current = []
+            if episode.success or not self.successful_only:
+                self.episodes.append(episode)
+
+
+def data_from_episodes(episodes: Sequence[Episode]) -> EpisodeData:
+    """Concatenates episodes into an :class:`EpisodeData` (the inverse of
+    :func:`episodes_from_data`; record ids number the episodes from 0)."""
+    if not episodes:
+        raise ValueError("data_from_episodes: no episodes")
+    lengths = np.array([ep.num_steps for ep in episodes], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+    def cat(name: str, dtype: Any, default: Callable[[Episode], np.ndarray]) -> np.ndarray:
+        parts = [getattr(ep, name) for ep in episodes]
+        return np.concatenate(
+            [
+                np.asarray(default(ep) if p is None else p, dtype)
+                for ep, p in zip(episodes, parts, strict=True)
+            ]
+        )
+
+    zeros = lambda ep: np.zeros(ep.num_steps)  # noqa: E731
+    interventions = cat("intervention", np.int8, zeros)
+    return EpisodeData(
+        obs={k: np.concatenate([ep.obs[k] for ep in episodes]) for k in episodes[0].obs},
+        final_obs={k: np.stack([ep.final_obs[k] for ep in episodes]) for k in episodes[0].obs},
+        action=cat("action", np.float32, zeros),
+        policy_action=cat("policy_action", np.float32, lambda ep: ep.action),
+        intervention=interventions,
+        reward=cat("reward", np.float32, zeros),
+        terminated=cat("terminated", bool, zeros),
+        truncated=cat("truncated", bool, zeros),
+        timestamp=cat("timestamp", np.float64, zeros),
+        episode_starts=starts,
+        episode_lengths=lengths,
+        records=[
+            EpisodeRecord(
+                id=i,
+                task=ep.task or "",
+                success=ep.success,
+                num_steps=ep.num_steps,
+                num_intervened=int(np.count_nonzero(interventions[start : start + ep.num_steps])),
+                start_time=0.0,
+                seed=ep.seed,
+                start=int(start),
+            )
+            for i, (ep, start) in enumerate(zip(episodes, starts, strict=True))
+        ],
+    )

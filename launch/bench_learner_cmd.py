@@ -66,6 +66,7 @@ def _dims(env: Any) -> dict[str, float]:
 
 
 def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
+    from handrail.learners.learner import LoopConfig
     from handrail.learners.loop import Trainer
     from handrail.learners.sac import SAC, SACConfig
     from handrail.learners.specs import ActionSpec, ObsSpec
@@ -83,7 +84,8 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
         ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space), cfg
     )
     capacity = spec["warmup"] + spec["steps"] + 100
-    trainer = Trainer(env, sac, seed=0, warmup_steps=spec["warmup"], buffer_capacity=capacity)
+    loop = LoopConfig(warmup_steps=spec["warmup"], buffer_capacity=capacity)
+    trainer = Trainer(env, sac, loop, seed=0)
     trainer.run(spec["warmup"] + 3)  # warm-up plus the first updates (compilation)
     start = time.perf_counter()
     trainer.run(spec["steps"])
@@ -100,7 +102,7 @@ def _update_only_ms(sac: Any, state: Any, calls: int) -> float:
     import jax
     import numpy as np
 
-    from handrail.learners.replay import Batch
+    from handrail.learners.losses import Batch
 
     cfg, rng = sac.config, np.random.default_rng(0)
     shape = (cfg.utd, cfg.batch_size)
@@ -108,7 +110,7 @@ def _update_only_ms(sac: Any, state: Any, calls: int) -> float:
     batch = jax.device_put(Batch(
         obs=normal(sac.obs_spec.dim), action=np.tanh(normal(sac.action_spec.dim)),
         reward=normal(), discount=np.full(shape, cfg.gamma, np.float32),
-        next_obs=normal(sac.obs_spec.dim),
+        next_obs=normal(sac.obs_spec.dim), online=np.ones(shape, bool),
     ))  # fmt: skip
     state, metrics = sac.update(state, batch)  # compiles
     jax.block_until_ready(metrics)

@@ -24,11 +24,18 @@ class Command:
     """``module:function`` relative to ``handrail.launch``; the function takes tyro-parsed args."""
     summary: str
     """One line for ``handrail --help``."""
+    parse: str | None = None
+    """``module:function`` turning the command's argv into the target's one argument (for
+    defaults that depend on other options, like ``train``'s task presets); None: tyro."""
 
 
 # (group, name) -> Command. A group of "" means a top-level command such as `handrail train`.
 COMMANDS: dict[tuple[str, ...], Command] = {
-    ("train",): Command("train_cmd:train", "Train a policy (SAC/RLPD in JAX, or SB3) on a task."),
+    ("train",): Command(
+        "train_cmd:train",
+        "Train a policy (SAC/RLPD in JAX, or SB3) on a task.",
+        parse="train_cmd:parse_args",
+    ),
     ("eval",): Command("eval_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
     ("sim", "rollout"): Command(
         "sim_cmd:rollout", "Run episodes with a policy, print success, write a video."
@@ -64,8 +71,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
 }
 
 
-def _resolve(command: Command) -> Callable[..., object]:
-    module_name, func_name = command.target.split(":")
+def _resolve(target: str) -> Callable[..., object]:
+    module_name, func_name = target.split(":")
     module = importlib.import_module(f"handrail.launch.{module_name}")
     return getattr(module, func_name)
 
@@ -116,14 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nhandrail: unknown command '{args[0]}'", file=sys.stderr)
         return 2
     key, command = found
-    func = _resolve(command)
+    func = _resolve(command.target)
     try:
-        result = tyro.cli(
-            func,
-            args=args[len(key) :],
-            prog="handrail " + " ".join(key),
-            description=command.summary,
-        )
+        if command.parse is not None:
+            result = func(_resolve(command.parse)(args[len(key) :]))
+        else:
+            result = tyro.cli(
+                func,
+                args=args[len(key) :],
+                prog="handrail " + " ".join(key),
+                description=command.summary,
+            )
     except (ValueError, TypeError, FileNotFoundError) as err:
         # Bad input (config validation, wrong paths, mismatched stores) is the user's to fix:
         # one clear line, not a traceback. HANDRAIL_DEBUG=1 shows where it came from.

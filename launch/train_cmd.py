@@ -1,100 +1,136 @@
 """``handrail train``: local training in one process.
 
-``handrail train --task pick_cube`` resolves the task's preset (overridable field by field), makes
-the env (a handrail task, any ``gymnasium.make`` id, or ``module:EnvId``), optionally preloads
-demonstrations (a Zarr episode store or ``expert:N`` scripted episodes), and trains with
-handrail's JAX SAC (or SB3's SAC with ``--learner sb3``), writing everything into one run folder
-(see :mod:`handrail.learners.runlog`).
-
-The pieces live next to it: presets and config in :mod:`handrail.launch.train_config`, env
-resolution in :mod:`handrail.launch.envs`, demonstrations in :mod:`handrail.launch.train_demos`,
-and ``handrail eval`` in :mod:`handrail.launch.eval_cmd`; their public names are re-exported here.
+``handrail train --task pick_cube`` starts from the task's preset (every field overridable from
+the command line), makes the env (a handrail task, any ``gymnasium.make`` id, or
+``module:EnvId``), checks every input (observation keys, demonstrations, the recording store)
+before it creates anything, and trains with handrail's JAX SAC (or SB3's SAC with ``--learner
+sb3``), writing everything into one run folder (see :mod:`handrail.learners.runlog`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import gymnasium as gym
-import numpy as np
 import tyro
 
-from handrail.launch.envs import HANDRAIL_TASKS, check_spaces, make_env
-from handrail.launch.eval_cmd import EvalConfig, evaluate, locate_checkpoint
+from handrail.launch.envs import env_fps, make_env
 from handrail.launch.train_config import (
-    GENERIC_PRESET,
-    PRESETS,
-    ResolvedConfig,
-    TaskPreset,
     TrainConfig,
+    check_task_options,
     default_run_dir,
-    parse_demos,
-    resolve,
+    format_env_kwargs,
+    preset,
 )
-from handrail.launch.train_demos import expert_episodes, load_demos
-from handrail.learners.evaluation import EvalResult
+from handrail.launch.train_demos import load_demos
 
-__all__ = [
-    "GENERIC_PRESET",
-    "HANDRAIL_TASKS",
-    "PRESETS",
-    "EvalConfig",
-    "ResolvedConfig",
-    "TaskPreset",
-    "TrainConfig",
-    "check_spaces",
-    "default_run_dir",
-    "evaluate",
-    "expert_episodes",
-    "load_demos",
-    "locate_checkpoint",
-    "make_env",
-    "parse_demos",
-    "resolve",
-    "train",
-]
+_RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
+"""Options that may change when a run is resumed (the rest come from its config.json)."""
 
 
-def train(config: Annotated[TrainConfig, tyro.conf.arg(name="")]) -> int:
+def parse_args(argv: Sequence[str]) -> TrainConfig:
+    """The TrainConfig of a command line: the preset of its ``--task``, then every option."""
+    argv = list(argv)
+    task = "pick_cube"
+    for i, arg in enumerate(argv):
+        if arg == "--task" and i + 1 < len(argv):
+            task = argv[i + 1]
+        elif arg.startswith("--task="):
+            task = arg.split("=", 1)[1]
+    default = preset(task)
+    parsed = tyro.cli(TrainConfig, default=default, args=argv, prog="handrail train",
+                      description="Train a policy on a task (defaults: the task's preset).")  # fmt: skip
+    env = {**default.env, **parsed.env}  # --env-kwargs adds to the preset's
+    return dataclasses.replace(parsed, env_kwargs=format_env_kwargs(env))
+
+
+def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
+    """The config and folder of the run: a new one, or the one ``--resume`` continues."""
+    if config.resume is None:
+        return config, Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    run_path = Path(config.resume)
+    saved_path = run_path / "config.json"
+    if not saved_path.is_file():
+        raise ValueError(f"--resume {run_path}: not a run folder (no config.json in it)")
+    saved = TrainConfig.from_json(json.loads(saved_path.read_text()))
+    default = preset(config.task)
+    changed = [f.name for f in dataclasses.fields(config)
+               if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
+               and getattr(config, f.name) != getattr(saved, f.name)]  # fmt: skip
+    if changed:
+        raise ValueError(
+            f"--resume reuses the run's own config.json; only {', '.join(_RESUMABLE[1:])} may "
+            f"change, but {', '.join(changed)} were given"
+        )
+    keep = {name: getattr(config, name) for name in _RESUMABLE}
+    if config.steps == default.steps:
+        keep["steps"] = saved.steps
+    return dataclasses.replace(saved, **keep), run_path
+
+
+def train(config: TrainConfig) -> int:
     """Train a policy on a task and write a run folder (config, checkpoints, metrics, plot)."""
     from handrail.learners.runlog import RunDir
 
-    if config.resume is not None:
-        run_path = Path(config.resume)
-        cfg = ResolvedConfig.from_json(RunDir(run_path, tensorboard=False).read_config())
-        if config.steps is not None:
-            cfg = dataclasses.replace(cfg, steps=config.steps)
-    else:
-        cfg = resolve(config)
-        run_path = Path(config.run_dir) if config.run_dir else default_run_dir(cfg)
-    env = make_env(cfg.task, **cfg.env_overrides)
-    check_spaces(env, cfg.task)
-    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None,
-                        **cfg.env_overrides)  # fmt: skip
+    cfg, run_path = resolve_run(config)
+    check_task_options(cfg)
+    env = make_env(cfg.task, **cfg.env)
+    specs = learner_specs(env, cfg)
+    demos = load_demos(cfg, env, *specs)
+    recorder = open_recorder(cfg, env)  # checked before the run folder exists
+    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
-    with RunDir(run_path) as run:
-        run.write_config(cfg.to_json())
-        demos = load_demos(cfg, env) if cfg.demos else None
-        if cfg.learner == "sb3":
-            if config.resume is not None:
-                raise ValueError("--resume is supported with --learner jax only")
-            last = _train_sb3(cfg, env, eval_env, run, demos, progress=config.progress)
-        else:
-            last = _train_jax(cfg, env, eval_env, run, demos, resume=config.resume is not None,
-                             progress=config.progress)  # fmt: skip
-    env.close()
-    eval_env.close()
+    try:
+        with RunDir(run_path) as run:
+            run.write_config(cfg.to_json())
+            if cfg.learner == "sb3":
+                last = _train_sb3(cfg, env, eval_env, run, demos, specs)
+            else:
+                sinks = [] if recorder is None else [recorder]
+                last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
+    finally:
+        if recorder is not None:
+            recorder.close()
+        env.close()
+        eval_env.close()
     if last is not None:
         print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     return 0
+
+
+def learner_specs(env: Any, cfg: TrainConfig) -> tuple[Any, Any]:
+    """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    try:
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys)
+        return obs_spec, ActionSpec.from_space(env.action_space)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--task {cfg.task!r}: {exc}") from exc
+
+
+def open_recorder(cfg: TrainConfig, env: Any) -> Any:
+    """The ``--record`` sink (a new store, or an existing one with the same fields)."""
+    if cfg.record is None:
+        return None
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.launch.record_cmd import fields_from_space
+
+    fields = fields_from_space(env.observation_space)
+    if Path(cfg.record).exists():
+        return EpisodeRecorder.append(cfg.record, obs_fields=fields)
+    return EpisodeRecorder.create(
+        cfg.record, obs_fields=fields, action_dim=int(env.action_space.shape[0]),
+        control_dt_s=1.0 / env_fps(env), task=cfg.task, kind="rollout",
+    )  # fmt: skip
 
 
 def _short(record: dict[str, Any]) -> dict[str, Any]:
@@ -125,107 +161,97 @@ def _graceful_interrupt() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _train_jax(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, demos: Any, *,
-               resume: bool, progress: bool) -> dict[str, Any] | None:  # fmt: skip
+def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
+               specs: tuple[Any, Any], sinks: list[Any]) -> dict[str, Any] | None:  # fmt: skip
     """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record."""
+    from handrail.learners.checkpoint import write_checkpoint_dir
+    from handrail.learners.demo_data import to_rows
+    from handrail.learners.loop import AsyncTrainer, Trainer
     from handrail.learners.sac import SAC
 
-    obs_spec, action_spec = check_spaces(env, cfg.task)
-    sac = SAC(obs_spec, action_spec, cfg.sac)
-    trainer = _make_trainer(cfg, env, sac, demos)
-    if resume:
+    sac = SAC(*specs, cfg.sac)
+    rows = None if demos is None else to_rows(demos, *specs)
+    kind = AsyncTrainer if cfg.loop.mode == "async" else Trainer
+    trainer = kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, sinks=sinks,
+                   success_key=cfg.success_key)  # fmt: skip
+    if cfg.resume is not None:
         trainer.load(run.latest_dir)
-    boundary = [True]  # Trainer.save works only at an episode boundary
 
     def save_latest() -> None:
-        if boundary[0]:  # else the previous boundary's save stays the latest
-            trainer.save(run.latest_dir)
+        write_checkpoint_dir(run.latest_dir, trainer.save_into)
 
-    monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest, progress=progress)
+    monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest)
     try:
-        _jax_loop(trainer, monitor, cfg.steps, boundary, save_latest)
+        _jax_loop(trainer, monitor, cfg.steps, save_latest)
     finally:
         monitor.close()
+        if isinstance(trainer, AsyncTrainer):
+            trainer.close()
     return monitor.last_eval
 
 
-def _make_trainer(cfg: ResolvedConfig, env: gym.Env, sac: Any, demos: Any) -> Any:
-    """The Trainer of ``sac`` on ``env``, with the demos (if any) as an n-step replay buffer."""
-    from handrail.learners.loop import Trainer
-
-    demo_buffer = None
-    if demos is not None:
-        from handrail.learners.demo_data import to_replay_buffer
-
-        demo_buffer = to_replay_buffer(demos, sac.obs_spec, sac.action_spec, n_step=cfg.sac.n_step,
-                                       gamma=cfg.sac.gamma)  # fmt: skip
-    return Trainer(env, sac, seed=cfg.seed, warmup_steps=cfg.warmup_steps,
-                   buffer_capacity=cfg.buffer_capacity, demos=demo_buffer,
-                   success_key=cfg.success_key)  # fmt: skip
-
-
-def _jax_monitor(cfg: ResolvedConfig, eval_env: gym.Env, run: Any, trainer: Any, sac: Any,
-                 save_latest: Callable[[], None], *, progress: bool) -> Any:  # fmt: skip
-    """The RunMonitor that evaluates the trainer's deterministic policy and saves checkpoints."""
-    import jax
-
-    from handrail.learners.checkpoint import save_checkpoint
+def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: Any,
+                 save_latest: Callable[[], None]) -> Any:  # fmt: skip
+    """The RunMonitor that evaluates the deterministic policy and saves checkpoints."""
+    from handrail.learners.actor import LearnedPolicy
+    from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
     from handrail.learners.evaluation import evaluate
     from handrail.learners.runlog import RunMonitor
 
-    obs_spec, action_spec = sac.obs_spec, sac.action_spec
-    key = jax.random.key(cfg.seed)
+    make = functools.partial(sac.make_policy, deterministic=True)
+    policy = LearnedPolicy(make, trainer.learner, sac.obs_spec, sac.action_spec, seed=cfg.seed)
 
-    def policy(obs: Any) -> np.ndarray:
-        flat = obs_spec.flatten(obs)
-        return action_spec.to_env(sac.act(trainer.state, flat, key, deterministic=True))
-
-    def run_eval(_: int) -> EvalResult:
+    def run_eval(_: int) -> Any:
         return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + 10_000, video=cfg.video,
                         success_key=cfg.success_key)  # fmt: skip
 
     def save_best() -> None:
-        save_checkpoint(run.best_dir, trainer.state, cfg.sac, obs_spec, action_spec,
-                        extra={"env_steps": trainer.env_steps, "task": cfg.task})  # fmt: skip
+        extra = {"env_steps": trainer.env_steps, "task": cfg.task}
+        write_checkpoint_dir(run.best_dir, lambda path: save_checkpoint(
+            path, trainer.state, cfg.sac, sac.obs_spec, sac.action_spec, extra=extra))  # fmt: skip
 
-    return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every,
-                      evaluate=run_eval, save_latest=save_latest,
-                      save_best=save_best, start_steps=trainer.env_steps, progress=progress,
-                      stop_at_success=cfg.stop_at_success)  # fmt: skip
+    return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every, evaluate=run_eval,
+                      save_latest=save_latest, save_best=save_best, start_steps=trainer.env_steps,
+                      progress=cfg.progress, stop_at_success=cfg.stop_at_success,
+                      video_fps=env_fps(eval_env))  # fmt: skip
 
 
-def _jax_loop(trainer: Any, monitor: Any, steps: int, boundary: list[bool],
-              save_latest: Callable[[], None]) -> None:  # fmt: skip
-    """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save."""
+def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None]) -> None:
+    """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save.
+
+    Checkpoints are written only between episodes; after Ctrl-C the loop runs on to the end of
+    the episode, saves and stops.
+    """
     with _graceful_interrupt() as interrupted:
         while trainer.env_steps < steps:
             finished = trainer.step()
-            boundary[0] = bool(finished)
             episodes = [(e.return_, e.length, e.success) for e in finished]
             stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
                                    lambda: trainer.last_metrics)  # fmt: skip
             if stop or (interrupted[0] and finished):
                 break
-        if not interrupted[0] and (
+        at_boundary = trainer.actor.at_episode_start
+        if not interrupted[0] and at_boundary and (
             monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
         ):
-            monitor.evaluate_now(trainer.env_steps)  # fmt: skip
-        else:
+            monitor.evaluate_now(trainer.env_steps)
+        elif at_boundary:
             save_latest()
 
 
-def _train_sb3(cfg: ResolvedConfig, env: gym.Env, eval_env: gym.Env, run: Any, demos: Any, *,
-               progress: bool) -> dict[str, Any] | None:  # fmt: skip
+def _train_sb3(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
+               specs: tuple[Any, Any]) -> dict[str, Any] | None:  # fmt: skip
     from handrail.learners.sb3_backend import train_sb3
 
-    obs_spec, action_spec = check_spaces(env, cfg.task)
+    if cfg.resume is not None:
+        raise ValueError("--resume is supported with --learner jax only")
     transitions = None
     if demos is not None:
         from handrail.learners.demo_data import to_transitions
 
-        transitions = to_transitions(demos, obs_spec, action_spec)
+        transitions = to_transitions(demos, *specs)
     return train_sb3(env, eval_env, run, sac=cfg.sac, steps=cfg.steps, seed=cfg.seed,
-                     warmup_steps=cfg.warmup_steps, buffer_capacity=cfg.buffer_capacity,
+                     warmup_steps=cfg.loop.warmup_steps, buffer_capacity=cfg.loop.buffer_capacity,
                      eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
                      demos=transitions, success_key=cfg.success_key, video=cfg.video,
-                     progress=progress, stop_at_success=cfg.stop_at_success)  # fmt: skip
+                     progress=cfg.progress, stop_at_success=cfg.stop_at_success)  # fmt: skip

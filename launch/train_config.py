@@ -1,232 +1,188 @@
-"""What a ``handrail train`` run is: task presets, :class:`TrainConfig` and its resolution.
+"""What a ``handrail train`` run is: :class:`TrainConfig` and the task presets.
 
-:func:`resolve` applies the task's preset, then the options given on the command line, into a
-:class:`ResolvedConfig`, which is saved as the run's ``config.json`` and read back on resume.
+A run's defaults are its task's preset (:func:`preset`): ``handrail train --task T`` starts from
+``preset(T)`` and every option given on the command line replaces one field of it, nested
+configs included (``--sac.actor-lr 1e-4``, ``--loop.offline-ratio 0.25``). The resolved config
+is saved as the run's ``config.json`` and read back by ``--resume`` and ``handrail eval``.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from handrail.launch.envs import HANDRAIL_TASKS
+from handrail.learners.learner import LoopConfig
 from handrail.learners.sac import SACConfig
 
 
 @dataclass(frozen=True)
-class TaskPreset:
-    """Defaults for one task; every field can be overridden from the command line."""
-
-    steps: int
-    warmup_steps: int
-    eval_every: int
-    eval_episodes: int
-    sac: dict[str, Any]
-    env: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
-_CPU_SAC = {"hidden_dims": (64, 64), "num_critics": 2, "batch_size": 128, "utd": 1}
-# Tuned on this 2-core CPU (see tests/learners/test_learning.py): small nets at a high UTD, a
-# short horizon (gamma 0.95: the tasks take 10-30 steps) and a low initial temperature.
-_ARM_SAC = {
-    **_CPU_SAC,
-    "hidden_dims": (128, 128),
-    "utd": 8,
-    "gamma": 0.95,
-    "init_temperature": 0.05,
-}
-_SPARSE_SAC = {**_ARM_SAC, "n_step": 3, "backup_entropy": False}
-PRESETS: dict[str, TaskPreset] = {
-    "reach": TaskPreset(
-        steps=15_000, warmup_steps=500, eval_every=1_000, eval_episodes=20,
-        sac=_ARM_SAC, env={"reward": "dense"},
-    ),
-    # Dense reward with a wide reach basin and no termination on success: on this CPU it learned
-    # faster from 20 expert demos than the sparse reward (55% vs 0-10% after 20k env steps).
-    # A TD3+BC-scaled BC term on the demo rows: bc_weight 2 reached 80% at 10-12k env steps on
-    # seeds 0-3 (bc_weight 1: seed 3 peaked at 75%); tests/learners/test_learning.py has numbers.
-    "pick_cube": TaskPreset(
-        steps=30_000, warmup_steps=500, eval_every=1_000, eval_episodes=20,
-        sac={**_ARM_SAC, "bc_weight": 2.0},
-        env={"reward": "dense", "terminate_on_success": False, "reach_scale_1_m": 3.0,
-             "episode_steps": 50},
-    ),
-    "peg_insert": TaskPreset(
-        steps=50_000, warmup_steps=1_000, eval_every=2_500, eval_episodes=20, sac=_SPARSE_SAC,
-    ),
-    "push": TaskPreset(
-        steps=50_000, warmup_steps=1_000, eval_every=2_500, eval_episodes=20, sac=_SPARSE_SAC,
-    ),
-}  # fmt: skip
-GENERIC_PRESET = TaskPreset(
-    steps=50_000, warmup_steps=1_000, eval_every=5_000, eval_episodes=10, sac=dict(_CPU_SAC)
-)
-
-
-@dataclass(frozen=True)
 class TrainConfig:
-    """Options of ``handrail train``; unset (None) options come from the task's preset."""
+    """Options of ``handrail train``; defaults come from the task's preset."""
 
     task: str = "pick_cube"
-    """A handrail task (reach, pick_cube, peg_insert, push), a gymnasium id, or module:EnvId."""
-    steps: int | None = None
+    """A handrail task (reach, pick_cube, ...), a gymnasium id, or module:EnvId."""
+    steps: int = 50_000
     """Env steps to train for (total, including warm-up and steps before a resume)."""
     seed: int = 0
     """Seed of the env, the learner, warm-up and evaluations."""
     learner: Literal["jax", "sb3"] = "jax"
     """jax: handrail's SAC/RLPD; sb3: Stable-Baselines3's SAC, same run folder, for comparison."""
-    demos: str | None = None
-    """Demonstrations: a Zarr episode store path, or expert:N to generate N with the task expert."""
+    demos: Path | None = None
+    """A Zarr episode store whose successful episodes are the demonstrations."""
+    expert_demos: int = 0
+    """Generate this many successful demonstrations with the task's scripted expert."""
+    env_kwargs: tuple[str, ...] = ()
+    """KEY=VALUE keyword arguments for the env (a handrail task's config fields, or
+    gymnasium.make's), e.g. reward=dense episode_steps=50; they add to the preset's."""
+    ignore_obs_keys: tuple[str, ...] = ()
+    """Observation keys the learner leaves out (e.g. camera images the state learner cannot use)."""
     resume: Path | None = None
     """Resume a run folder from its latest checkpoint (its config.json is reused)."""
     run_dir: Path | None = None
     """Run folder to write; default runs/<task>-<learner>-s<seed>-<time>."""
-    sac_preset: Literal["cpu", "rlpd", "hil_serl"] | None = None
-    """Start the learner config from a SACConfig preset instead of the task's own."""
-    utd: int | None = None
-    """Gradient updates per env step."""
-    num_critics: int | None = None
-    """Critic ensemble size."""
-    hidden_dims: tuple[int, ...] | None = None
-    """MLP hidden layer sizes of actor and critics."""
-    batch_size: int | None = None
-    """Minibatch size per gradient step."""
-    n_step: int | None = None
-    """n of the n-step return."""
-    gamma: float | None = None
-    """Discount factor."""
-    backup_entropy: bool | None = None
-    """Keep the entropy term in the critic target (False suits sparse rewards)."""
-    demo_ratio: float | None = None
-    """Fraction of each batch drawn from demonstrations."""
-    init_temperature: float | None = None
-    """Initial entropy temperature (alpha)."""
-    bc_weight: float | None = None
-    """Behaviour-cloning weight on demo rows in the actor loss (TD3+BC-scaled; 0 = off)."""
-    pretrain_steps: int | None = None
-    """Demo-only update steps (critic + BC actor) before online training; needs --demos."""
-    warmup_steps: int | None = None
-    """Random-action env steps before updates start."""
-    episode_steps: int | None = None
-    """Time limit of a handrail task's episodes, in env steps (default: the task's own)."""
-    reward: Literal["sparse", "dense"] | None = None
-    """Reward of a handrail task: sparse (1 on success) or dense (the task's shaped reward)."""
-    terminate_on_success: bool | None = None
-    """Whether a handrail task's episode ends at the first successful step."""
-    buffer_capacity: int = 1_000_000
-    """Online replay capacity in transitions."""
-    eval_every: int | None = None
+    record: Path | None = None
+    """Also write every training episode into this Zarr episode store (created if missing)."""
+    eval_every: int = 1_000
     """Env steps between evaluations (also saves checkpoints/latest and refreshes the plot)."""
-    eval_episodes: int | None = None
+    eval_episodes: int = 20
     """Episodes per evaluation."""
     video: bool = False
-    """Record the first episode of every evaluation as an mp4 in the run folder."""
+    """Record the first episode of every evaluation as an mp4 in the run's videos/."""
     success_key: str = "success"
     """Info key with the success flag (info['is_success'] is the fallback)."""
     stop_at_success: float | None = None
     """Stop early once an evaluation's success rate reaches this value (0..1)."""
     progress: bool = True
     """Show the progress bar."""
+    sac: SACConfig = field(default_factory=SACConfig.cpu)
+    """The learner's algorithm settings."""
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    """How training runs around the learner (warm-up, replay, offline share, fused/async)."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "utd", "num_critics", "batch_size", "n_step", "eval_every"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {value}")
-        if self.eval_episodes is not None and self.eval_episodes < 1:
-            raise ValueError(f"TrainConfig.eval_episodes must be >= 1, got {self.eval_episodes}")
-        if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"TrainConfig.warmup_steps must be >= 0, got {self.warmup_steps}")
+        bad = [
+            f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}"
+            for name, low in (("steps", 1), ("eval_every", 1), ("eval_episodes", 1),
+                              ("expert_demos", 0))  # fmt: skip
+            if getattr(self, name) < low
+        ]
         if self.stop_at_success is not None and not 0 < self.stop_at_success <= 1:
-            raise ValueError(
-                f"TrainConfig.stop_at_success must be in (0, 1], got {self.stop_at_success}"
-            )
-        if self.demos is not None:
-            parse_demos(self.demos)
+            bad.append(f"--stop-at-success must be in (0, 1], got {self.stop_at_success}")
+        if self.demos is not None and self.expert_demos:
+            bad.append("--demos and --expert-demos exclude each other: pick one source of demos")
+        if bad:
+            raise ValueError("; ".join(bad))
+        parse_env_kwargs(self.env_kwargs)
 
-
-def parse_demos(spec: str) -> tuple[str, int | str]:
-    """``expert:N`` -> ("expert", N); anything else -> ("store", path)."""
-    if spec.startswith("expert:"):
-        count = spec.split(":", 1)[1]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"--demos {spec!r}: expected expert:N with N >= 1, e.g. expert:20")
-        return "expert", int(count)
-    return "store", spec
-
-
-@dataclass(frozen=True)
-class ResolvedConfig:
-    """Everything a run needs, with presets applied; saved as the run's config.json."""
-
-    task: str
-    learner: str
-    steps: int
-    seed: int
-    warmup_steps: int
-    buffer_capacity: int
-    eval_every: int
-    eval_episodes: int
-    video: bool
-    success_key: str
-    stop_at_success: float | None
-    demos: str | None
-    env_overrides: dict[str, Any]
-    sac: SACConfig
+    @property
+    def env(self) -> dict[str, Any]:
+        """The env keyword arguments as a dict (values parsed as Python literals)."""
+        return parse_env_kwargs(self.env_kwargs)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-compatible dict (``sac`` via SACConfig.to_json)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["sac"] = self.sac.to_json()
+        """JSON-compatible dict (nested configs as dicts, paths as strings)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(value):
+                value = dataclasses.asdict(value)  # type: ignore[arg-type]
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ResolvedConfig:
-        """Inverse of :meth:`to_json`."""
+    def from_json(cls, data: dict[str, Any]) -> TrainConfig:
+        """Inverse of :meth:`to_json`; unknown keys are a ValueError naming them."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**{k: v for k, v in data.items() if k in names},
-                      "sac": SACConfig.from_json(data["sac"])})  # fmt: skip
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"config.json has fields {unknown} this version does not know")
+        values = dict(data)
+        values["sac"] = SACConfig.from_json(values.get("sac", {}))
+        values["loop"] = LoopConfig(**values.get("loop", {}))
+        for name in ("demos", "resume", "run_dir", "record"):
+            if values.get(name) is not None:
+                values[name] = Path(values[name])
+        for name in ("env_kwargs", "ignore_obs_keys"):
+            values[name] = tuple(values.get(name, ()))
+        return cls(**values)
 
 
-def resolve(config: TrainConfig) -> ResolvedConfig:
-    """Applies the task's preset, then the options given on the command line."""
-    preset = PRESETS.get(config.task, GENERIC_PRESET)
-    sac_fields = ("utd", "num_critics", "hidden_dims", "batch_size", "n_step", "gamma",
-                  "backup_entropy", "demo_ratio", "init_temperature", "bc_weight",
-                  "pretrain_steps")  # fmt: skip
-    given = {k: getattr(config, k) for k in sac_fields if getattr(config, k) is not None}
-    if "num_critics" in given:  # a single critic means a subset of one
-        given["critic_subset"] = min(given["num_critics"], SACConfig.critic_subset)
-    if config.sac_preset is not None:
-        sac = getattr(SACConfig, config.sac_preset)(**given)
-    else:
-        sac = SACConfig(**{**preset.sac, **given})
+def parse_env_kwargs(items: tuple[str, ...]) -> dict[str, Any]:
+    """``("reward=dense", "episode_steps=50")`` -> ``{"reward": "dense", "episode_steps": 50}``.
 
-    env = dict(preset.env)
-    for name in ("episode_steps", "reward", "terminate_on_success"):
-        if getattr(config, name) is not None:
-            if config.task not in HANDRAIL_TASKS:
-                raise ValueError(f"--{name.replace('_', '-')} applies to handrail tasks only, "
-                                 f"not to {config.task!r}")  # fmt: skip
-            env[name] = getattr(config, name)
+    Values are read as Python literals (numbers, booleans, tuples...) and otherwise kept as
+    strings.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--env-kwargs {item!r}: expected KEY=VALUE, e.g. reward=dense")
+        try:
+            out[key.strip()] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = text
+    return out
 
-    def pick(name: str) -> Any:
-        value = getattr(config, name)
-        return getattr(preset, name) if value is None else value
 
-    return ResolvedConfig(
-        task=config.task, learner=config.learner, steps=pick("steps"), seed=config.seed,
-        warmup_steps=pick("warmup_steps"), buffer_capacity=config.buffer_capacity,
-        eval_every=pick("eval_every"), eval_episodes=pick("eval_episodes"), video=config.video,
-        success_key=config.success_key, stop_at_success=config.stop_at_success,
-        demos=config.demos, env_overrides=env, sac=sac,
+def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """Inverse of :func:`parse_env_kwargs`."""
+    return tuple(f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in kwargs.items())
+
+
+_ARM_SAC = {"gamma": 0.95, "init_temperature": 0.05, "utd": 8}
+_PRESETS: dict[str, dict[str, Any]] = {
+    "reach": {"steps": 15_000, "env": {"reward": "dense"}, "sac": _ARM_SAC,
+              "loop": {"warmup_steps": 500}},
+    "pick_cube": {"steps": 30_000, "sac": {**_ARM_SAC, "bc_weight": 2.0},
+                  "loop": {"warmup_steps": 500},
+                  "env": {"reward": "dense", "terminate_on_success": False, "reach_scale_1_m": 3.0,
+                          "episode_steps": 50}},
+    "peg_insert": {"steps": 50_000, "eval_every": 2_500, "sac": {**_ARM_SAC, "n_step": 3,
+                   "backup_entropy": False}},
+    "push": {"steps": 50_000, "eval_every": 2_500, "sac": {**_ARM_SAC, "n_step": 3,
+             "backup_entropy": False}},
+}  # fmt: skip
+_GENERIC: dict[str, Any] = {"steps": 50_000, "eval_every": 5_000, "eval_episodes": 10,
+                            "sac": {"hidden_dims": (64, 64), "utd": 1}}  # fmt: skip
+
+
+def preset(task: str, **overrides: Any) -> TrainConfig:
+    """The defaults of a task (the generic preset for a task without one), then ``overrides``.
+
+    ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
+    merged into the preset's.
+    """
+    spec = _PRESETS.get(task, _GENERIC)
+    sac = {**spec.get("sac", {}), **overrides.pop("sac", {})}
+    loop = {**spec.get("loop", {}), **overrides.pop("loop", {})}
+    env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
+    plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env")}
+    return TrainConfig(
+        task=task, sac=SACConfig.cpu(**sac), loop=LoopConfig(**loop),
+        env_kwargs=format_env_kwargs(env), **{**plain, **overrides},
     )  # fmt: skip
 
 
-def default_run_dir(cfg: ResolvedConfig) -> Path:
+def check_task_options(config: TrainConfig) -> None:
+    """Options that apply to handrail tasks only are errors on other envs."""
+    if config.expert_demos and config.task not in HANDRAIL_TASKS:
+        raise ValueError(
+            f"--expert-demos needs a handrail task {HANDRAIL_TASKS} (they have scripted "
+            f"experts), got {config.task!r}; pass a recorded store with --demos"
+        )
+
+
+def default_run_dir(cfg: TrainConfig) -> Path:
     """``runs/<task>-<learner>-s<seed>-<YYYYmmdd-HHMMSS>`` (``:``/``/`` in ids become ``_``)."""
     name = cfg.task.replace(":", "_").replace("/", "_")
     return Path("runs") / f"{name}-{cfg.learner}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"

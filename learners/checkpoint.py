@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,64 @@ def _write_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], None]) -> Path:
+    """Write a new checkpoint folder beside the current one, then switch to it atomically.
+
+    ``link`` (e.g. ``run/checkpoints/latest``) is a symlink to a hidden folder
+    ``.<name>.<generation>`` next to it. ``fill(folder)`` writes the new generation's files
+    into a fresh folder; once they are synced, a new symlink replaces ``link`` with one
+    ``os.replace``. A crash at any point leaves ``link`` on either the previous or the new
+    folder, never on a mix; folders no link points to are removed by the next save.
+
+    Returns:
+        The new folder.
+    """
+    link = Path(link)
+    parent = link.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{link.name}."
+    if link.is_dir() and not link.is_symlink():  # a plain folder from an older layout
+        os.replace(link, parent / f"{prefix}000000")
+        os.symlink(f"{prefix}000000", link)
+    gens = [
+        int(p.name[len(prefix) :])
+        for p in parent.glob(f"{prefix}*")
+        if p.name[len(prefix) :].isdigit()
+    ]
+    folder = parent / f"{prefix}{max(gens, default=0) + 1:06d}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir()
+    fill(folder)
+    for file in folder.rglob("*"):
+        if file.is_file():
+            with open(file, "rb+") as f:
+                os.fsync(f.fileno())
+    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+        _fsync_dir(sub)
+    tmp_link = parent / f"{prefix}link.tmp"
+    tmp_link.unlink(missing_ok=True)
+    os.symlink(folder.name, tmp_link)
+    os.replace(tmp_link, link)
+    _fsync_dir(parent)
+    for old in parent.glob(f"{prefix}*"):  # the previous generation and crashed attempts
+        if old.name == folder.name:
+            continue
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    return folder
 
 
 def save_checkpoint(

@@ -1,4 +1,4 @@
-"""Demonstrations from the episode store -> flat transitions and a filled ReplayBuffer.
+"""Demonstrations from the episode store -> flat transitions and replay rows.
 
 ``handrail.demos`` loads episodes as :class:`EpisodeData` (per-step arrays concatenated over
 episodes, plus one ``final_obs`` per episode). Here they are checked against the learner's
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from handrail.demos import FieldMismatchError
-from handrail.learners.replay import ReplayBuffer
+from handrail.learners.replay import Rows
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 
@@ -111,36 +111,34 @@ def to_transitions(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Tra
     )
 
 
-def to_replay_buffer(
-    data: Any,
-    obs_spec: ObsSpec,
-    action_spec: ActionSpec,
-    *,
-    n_step: int = 1,
-    gamma: float = 0.99,
-    capacity: int | None = None,
-) -> ReplayBuffer:
-    """Loads episodes into a new :class:`ReplayBuffer` (episode by episode, for n-step).
+def to_rows(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Rows:
+    """Loaded episodes as replay rows: each step's row, then the episode's final observation.
 
     Args:
         data: ``handrail.demos.EpisodeData``.
         obs_spec: The learner's observation spec.
-        action_spec: The learner's action spec.
-        n_step: n of the n-step return (must match the learner's SACConfig).
-        gamma: Discount (must match the learner's SACConfig).
-        capacity: Buffer capacity; defaults to exactly the number of demo steps.
+        action_spec: The learner's action spec (store actions are in env units).
 
     Returns:
-        A buffer holding every demo transition.
+        :class:`~handrail.learners.replay.Rows` for one insert into the ``demos`` segment.
     """
     tr = to_transitions(data, obs_spec, action_spec)
-    buffer = ReplayBuffer(
-        obs_spec.dim, action_spec.dim, capacity or max(len(tr), 1), n_step=n_step, gamma=gamma
-    )
-    start = 0
-    for n in tr.episode_lengths:
-        sl = slice(start, start + int(n))
-        obs = np.concatenate([tr.obs[sl], tr.next_obs[sl][-1:]], axis=0)
-        buffer.add_episode(obs, tr.action[sl], tr.reward[sl], tr.terminated[sl], tr.truncated[sl])
-        start += int(n)
-    return buffer
+    lengths = tr.episode_lengths
+    steps, episodes = len(tr), len(lengths)
+    ends = np.cumsum(lengths)  # one past each episode's last step, in step numbering
+    episode_of_step = np.repeat(np.arange(episodes), lengths)
+    step_pos = np.arange(steps) + episode_of_step  # every earlier episode added a final row
+    final_pos = ends + np.arange(episodes)
+    total = steps + episodes
+    obs = np.zeros((total, obs_spec.dim), np.float32)
+    action = np.zeros((total, action_spec.dim), np.float32)
+    reward = np.zeros(total, np.float32)
+    terminated, final, first = (np.zeros(total, bool) for _ in range(3))
+    obs[step_pos], action[step_pos], reward[step_pos] = tr.obs, tr.action, tr.reward
+    terminated[step_pos] = tr.terminated
+    obs[final_pos] = tr.next_obs[ends - 1]
+    final[final_pos] = True
+    first[step_pos[np.concatenate([[0], ends[:-1]])]] = True
+    return Rows(data={"obs": obs, "action": action}, reward=reward, terminated=terminated,
+                final=final, first=first, actor=np.zeros(total, np.int32),
+                valid=np.ones(total, bool))  # fmt: skip

@@ -8,25 +8,13 @@ the Gymnasium API, so this module does not depend on ``handrail.sim``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 Policy = Callable[[Any], np.ndarray]
-
-
-def episode_success(info: Mapping[str, Any], success_key: str = "success") -> bool | None:
-    """Reads success from ``info[success_key]``, falling back to ``info["is_success"]``.
-
-    Returns:
-        The success flag, or None when the env reports neither key.
-    """
-    for key in (success_key, "is_success"):
-        if key in info:
-            return bool(np.asarray(info[key]).any())
-    return None
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -105,10 +93,11 @@ def evaluate(
     success_key: str = "success",
     max_steps: int | None = None,
 ) -> EvalResult:
-    """Runs ``episodes`` episodes and summarises them.
+    """Runs ``episodes`` episodes with an :class:`~handrail.learners.actor.Actor` and summarises them.
 
-    An episode counts as successful if the success flag was true at any step. Episode ``i`` is
-    reset with ``seed + i``, so the same seed evaluates on the same initial states.
+    An episode counts as successful if the success flag was true at any step (the one
+    definition, :class:`~handrail.control.step.EpisodeTally`). Episode ``i`` is reset with
+    ``seed + i``, so the same seed evaluates on the same initial states.
 
     Args:
         env: A Gymnasium env (``render_mode="rgb_array"`` if a video is requested).
@@ -122,14 +111,18 @@ def evaluate(
     Returns:
         The :class:`EvalResult`.
     """
+    from handrail.learners.actor import Actor
+
     if episodes <= 0:
         raise ValueError(f"evaluate: episodes must be > 0, got {episodes}")
     num_video = _video_episodes(env, video)
+    actor = Actor(env, policy, seed=seed, success_key=success_key, max_episode_steps=max_steps)
     frames: list[np.ndarray] = []
     runs = []
     for i in range(episodes):
-        recorded = frames if i < num_video else None
-        runs.append(_run_episode(env, policy, seed + i, success_key, max_steps, recorded))
+        actor.frames = frames if i < num_video else None
+        stats = actor.run_episodes(1)[0]
+        runs.append((stats.return_, stats.length, stats.success))
     return _summarise(runs, frames)
 
 
@@ -164,28 +157,3 @@ def _summarise(runs: list[tuple[float, int, bool | None]], frames: list[np.ndarr
         successes=tuple(successes) if rate is not None else (),
         frames=frames,
     )
-
-
-def _run_episode(
-    env: Any,
-    policy: Policy,
-    seed: int,
-    success_key: str,
-    max_steps: int | None,
-    frames: list[np.ndarray] | None,
-) -> tuple[float, int, bool | None]:
-    obs, info = env.reset(seed=seed)
-    if frames is not None:
-        frames.append(np.asarray(env.render()))
-    ret, length, success = 0.0, 0, episode_success(info, success_key)
-    while True:
-        obs, reward, terminated, truncated, info = env.step(policy(obs))
-        ret += float(reward)
-        length += 1
-        step_success = episode_success(info, success_key)
-        if step_success is not None:
-            success = bool(success) or step_success
-        if frames is not None:
-            frames.append(np.asarray(env.render()))
-        if terminated or truncated or (max_steps is not None and length >= max_steps):
-            return ret, length, success

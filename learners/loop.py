@@ -1,77 +1,56 @@
-"""The fast local actor-learner loop: one env, one learner, one process.
+"""Local training: an :class:`~handrail.learners.actor.Actor` and a
+:class:`~handrail.learners.learner.Learner` in one process, fused or asynchronous.
 
-The seam between acting and learning is the :class:`TransitionSink` (Acme style): the loop
-hands every executed transition to its sinks (a Zarr recorder, an intervention buffer...).
+:class:`Trainer` (``mode="fused"``, the default) makes one jitted call per env step after
+warm-up: it inserts the step's rows, samples ``utd`` minibatches, runs the update block and
+computes the policy's next action with the new params, so only the new rows go to the device
+and only the action comes back. It is the same computation as the actor and the learner run
+one after the other (a test checks params and actions bit for bit).
 
-Speed comes from removing per-step overhead. The replay lives on the device as one packed
-float32 array (``obs | action | reward | discount | next_obs`` per row, see ``replay.py``), and
-after warm-up each env step makes exactly one jitted call that (1) writes the step's completed
-n-step rows into the replay (buffer donated, updated in place), (2) samples ``utd`` minibatches
-on device (demo rows from a device copy of the demo buffer, as ``MixedSampler``), (3) runs the
-UTD block of updates and (4) computes the next action with the new params. Per step only the
-new rows go to the device and only the action and the non-finite flag come back.
+:class:`AsyncTrainer` (``mode="async"``) runs the learner in a thread of its own. The actor
+never waits for an update: it acts with the newest published params and hands its steps over
+a queue; the learner runs one update block per received step (the UTD ratio) when it keeps up,
+fewer when it cannot. Use it on a robot (the control loop must keep its rate) or when the env
+step is slower than an update block; use the fused trainer everywhere else (it is faster on a
+shared CPU and exactly reproducible).
 
-Resume: :meth:`Trainer.save` is allowed only at an episode boundary (right after a step that
-ended an episode, or before the first step). Episode ``i`` is reset with ``seed + i``, so a
-loaded trainer resets the env to exactly the state the uninterrupted run would have seen and
-continues bit for bit.
+Saving: :meth:`Trainer.save_into` writes the learner checkpoint, the replay and the counters
+into a folder; callers use :func:`~handrail.learners.checkpoint.write_checkpoint_dir` so the
+folder appears atomically. Allowed only between episodes. Episode ``i`` is reset with
+``seed + i``, so a loaded trainer continues bit for bit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import queue
+import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import gymnasium as gym
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from handrail.control.step import Step, TransitionSink
+from handrail.learners import replay
+from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.checkpoint import load_checkpoint, save_checkpoint
-from handrail.learners.replay import NStepBuilder, ReplayBuffer, pack_width, unpack
+from handrail.learners.learner import Learner, LoopConfig, update_block
+from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
 from handrail.learners.sac import SAC, SACState
 from handrail.learners.specs import ActionSpec, ObsSpec
 
-TRAINER_FILE = "trainer.npz"
-"""Replay rows and the pending action, next to the ``learner/`` checkpoint folder."""
+TRAINER_FILE = "trainer.json"
+"""Counters of the learner and the actor, next to ``learner/`` and the replay."""
+REPLAY_FILE = "replay.npz"
+"""The replay's live rows."""
 
 
-class TransitionSink(Protocol):
-    """Where experience goes (a recorder, a remote learner, an intervention buffer...)."""
-
-    def add(
-        self,
-        obs: dict,
-        action: np.ndarray,
-        reward: float,
-        next_obs: dict,
-        terminated: bool,
-        truncated: bool,
-        info: dict,
-    ) -> None:
-        """One executed transition: raw env observations and the action in env units."""
-        ...
-
-
-@dataclass(frozen=True)
-class EpisodeStats:
-    """Summary of one finished episode."""
-
-    return_: float
-    """Undiscounted sum of rewards."""
-    length: int
-    """Env steps in the episode."""
-    success: bool | None
-    """``info[success_key]`` (else ``info["is_success"]``) at the last step; None if absent."""
-
-
-def _check_specs(env: gym.Env, sac: SAC) -> None:
+def check_env(env: Any, sac: SAC) -> None:
+    """The env's observation and action spaces match the learner's specs (clear error if not)."""
     obs_spec = ObsSpec.from_space(env.observation_space)
     action_spec = ActionSpec.from_space(env.action_space)
     if obs_spec != sac.obs_spec:
@@ -80,286 +59,242 @@ def _check_specs(env: gym.Env, sac: SAC) -> None:
         raise ValueError(f"Trainer: env actions {action_spec} differ from sac.action_spec")
 
 
+def make_learned_policy(sac: SAC, source: Any, seed: int) -> LearnedPolicy:
+    """The stochastic training policy of ``sac`` over ``source`` (keys from ``seed``)."""
+    make = functools.partial(sac.make_policy, deterministic=False)
+    return LearnedPolicy(make, source, sac.obs_spec, sac.action_spec, seed=seed)
+
+
 class Trainer:
     """Random warm-up, then one env step + one UTD block of updates per :meth:`step`.
 
-    Attributes:
-        state: the learner state (SACState).
-        env_steps: env steps taken.
-        updates: gradient (critic) steps run: ``utd`` per update block.
-        episodes: episodes finished.
+    Args:
+        env: the training env.
+        sac: the agent.
+        config: loop settings (warm-up, replay capacities, offline ratio, pretraining...).
+        seed: seeds the env's episodes, the warm-up actions, the learner and the policy noise.
+        demos: demonstration rows for the ``demos`` segment (see ``demo_data.to_rows``).
+        sinks: more places every step goes (a Zarr recorder...).
+        success_key: info key of the success flag.
     """
 
     def __init__(
         self,
-        env: gym.Env,
+        env: Any,
         sac: SAC,
+        config: LoopConfig,
         *,
         seed: int,
-        warmup_steps: int = 1000,
-        buffer_capacity: int = 1_000_000,
-        demos: ReplayBuffer | None = None,
+        demos: Rows | None = None,
         sinks: Sequence[TransitionSink] = (),
         success_key: str = "success",
     ) -> None:
-        _check_specs(env, sac)
-        if warmup_steps < 0 or buffer_capacity < 1:
-            raise ValueError(
-                f"Trainer: need warmup_steps >= 0 and buffer_capacity >= 1, got {warmup_steps} "
-                f"and {buffer_capacity}"
-            )
-        cfg = sac.config
-        self.env, self.sac, self.seed = env, sac, seed
-        self.warmup_steps, self.capacity = warmup_steps, buffer_capacity
-        self.sinks, self.success_key = tuple(sinks), success_key
-        self._dim, self._adim = sac.obs_spec.dim, sac.action_spec.dim
-        self._width = pack_width(self._dim, self._adim)
-        self._demo_rows, self._n_demo = self._device_demos(demos)
-        self.state: SACState = sac.init(jax.random.PRNGKey(seed))
-        self._metrics: dict[str, Any] = {}
-        if cfg.pretrain_steps > 0 and self._n_demo > 0:
-            self.state, self._metrics = _pretrain_jit(sac, self.state, self._demo_rows)
-        self.env_steps = self.updates = self.episodes = 0
-        self._rng = np.random.default_rng(seed)
-        self._builder = NStepBuilder(self._dim, self._adim, cfg.n_step, cfg.gamma)
-        # One spare row at index `capacity` absorbs the padding of fixed-size inserts.
-        self._rows = jnp.zeros((buffer_capacity + 1, self._width), jnp.float32)
-        self._pos = self._size = 0
-        self._nonfinite_streak = 0
-        self._fused = functools.partial(_fused_jit, sac, self._n_demo)
-        self._act_only = functools.partial(_act_only_jit, sac)
-        self._begin_episode()
-        self._action = self._next_action_without_update()
+        check_env(env, sac)
+        self.sac, self.config, self.seed = sac, config, seed
+        self.learner = Learner(sac, config, seed=seed, demos=demos)
+        self.policy = make_learned_policy(sac, self.learner, seed)
+        self.actor = Actor(env, self._next_action, seed=seed, sinks=[self.learner, *sinks],
+                           warmup_steps=config.warmup_steps, success_key=success_key)  # fmt: skip
+        self._pending: np.ndarray | None = None
 
-    # -- setup helpers ------------------------------------------------------------------------
-    def _device_demos(self, demos: ReplayBuffer | None) -> tuple[jax.Array, int]:
-        cfg = self.sac.config
-        if demos is None or len(demos) == 0:
-            return jnp.zeros((1, self._width), jnp.float32), 0
-        if (demos.obs_dim, demos.action_dim) != (self._dim, self._adim):
-            raise ValueError(
-                f"Trainer: demos have obs_dim={demos.obs_dim}, action_dim={demos.action_dim} but "
-                f"the task has {self._dim} and {self._adim}; rebuild the demo buffer for it"
-            )
-        if (demos.n_step, demos.gamma) != (cfg.n_step, cfg.gamma):
-            raise ValueError(
-                f"Trainer: demos were built with n_step={demos.n_step}, gamma={demos.gamma} but "
-                f"the config has n_step={cfg.n_step}, gamma={cfg.gamma}"
-            )
-        return jnp.asarray(demos.valid_rows()), round(cfg.batch_size * cfg.demo_ratio)
+    @property
+    def env_steps(self) -> int:
+        """Env steps taken."""
+        return self.actor.env_steps
 
-    def _begin_episode(self) -> None:
-        obs, _ = self.env.reset(seed=self.seed + self.episodes)
-        self._obs_raw, self._obs_flat = obs, self.sac.obs_spec.flatten(obs)
-        self._ep_return, self._ep_len = 0.0, 0
+    @property
+    def episodes(self) -> int:
+        """Episodes finished."""
+        return self.actor.episodes
+
+    @property
+    def updates(self) -> int:
+        """Gradient (critic) steps run."""
+        return self.learner.updates
+
+    @property
+    def state(self) -> SACState:
+        """The agent state."""
+        return self.learner.state
 
     @property
     def last_metrics(self) -> dict[str, float]:
-        """Metrics of the latest update block (empty before the first)."""
-        return {k: float(v) for k, v in self._metrics.items()}
+        """Metrics of the latest update block."""
+        return self.learner.last_metrics
 
-    # -- stepping -----------------------------------------------------------------------------
-    def _next_action_without_update(self) -> np.ndarray:
-        if self.env_steps < self.warmup_steps:
-            return self._rng.uniform(-1.0, 1.0, self._adim).astype(np.float32)
-        self.state, action = self._act_only(self.state, self._obs_flat)
-        return np.asarray(action)
-
-    def _stage(self, new_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pad the step's rows to n_step (fixed shape: one compilation) and assign slots."""
-        n = self.sac.config.n_step
-        padded = np.zeros((n, self._width), np.float32)
-        idx = np.full(n, self.capacity, np.int32)
-        for i, row in enumerate(new_rows):
-            padded[i], idx[i] = row, self._pos
-            self._pos = (self._pos + 1) % self.capacity
-            self._size = min(self._size + 1, self.capacity)
-        return padded, idx
-
-    def _learn(self, new_rows: np.ndarray) -> np.ndarray:
-        """Insert rows; after warm-up also update and return the policy's next action."""
-        padded, idx = self._stage(new_rows)
-        if self.env_steps < self.warmup_steps or self._size == 0:
-            if len(new_rows):
-                self._rows = _insert_jit(self._rows, padded, idx)
-            return self._next_action_without_update()
-        self.state, self._rows, action, self._metrics = self._fused(
-            self.state, self._rows, padded, idx, np.int32(self._size), self._obs_flat,
-            self._demo_rows,
-        )  # fmt: skip
-        action = np.asarray(action)
-        self.updates += self.sac.config.utd
-        self._check_nonfinite(float(self._metrics["update/nonfinite"]))
+    def _next_action(self, obs: Any) -> np.ndarray:
+        """The actor's policy: the action the last fused call computed for ``obs``."""
+        if self._pending is None:  # no fused call yet (before the learner is ready)
+            return self.policy(obs)
+        action, self._pending = self._pending, None
         return action
 
-    def _check_nonfinite(self, flag: float) -> None:
-        self._nonfinite_streak = self._nonfinite_streak + 1 if flag > 0 else 0
-        limit = self.sac.config.max_nonfinite_updates
-        if self._nonfinite_streak >= limit:
-            raise RuntimeError(
-                f"{self._nonfinite_streak} consecutive update blocks had non-finite losses "
-                f"(config.max_nonfinite_updates={limit}); each was skipped. Check the env's "
-                "rewards and observations for NaN/inf, or lower the learning rates"
-            )
-
     def step(self) -> list[EpisodeStats]:
-        """One env step, its replay insert and (after warm-up) one UTD block of updates."""
-        action = self._action
-        env_action = self.sac.action_spec.to_env(action)
-        next_obs, reward, terminated, truncated, info = self.env.step(env_action)
-        reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
-        for sink in self.sinks:
-            sink.add(self._obs_raw, env_action, reward, next_obs, terminated, truncated, info)
-        next_flat = self.sac.obs_spec.flatten(next_obs)
-        new_rows = self._builder.add(
-            self._obs_flat, action, reward, next_flat, terminated, truncated
-        )
-        self.env_steps += 1
-        self._ep_return += reward
-        self._ep_len += 1
-        finished: list[EpisodeStats] = []
-        if terminated or truncated:
-            success = info.get(self.success_key, info.get("is_success"))
-            finished.append(
-                EpisodeStats(self._ep_return, self._ep_len, None if success is None else bool(success))
-            )  # fmt: skip
-            self.episodes += 1
-            self._begin_episode()
+        """One env step, its replay insert and (when ready) one update block."""
+        stats = self.actor.step()
+        learner = self.learner
+        if not learner.ready:
+            learner.flush()
         else:
-            self._obs_raw, self._obs_flat = next_obs, next_flat
-        self._action = self._learn(new_rows)
-        return finished
+            learner.pretrain()
+            online, interventions = learner.take_staged()
+            learner._insert_interventions(interventions)
+            obs = self.sac.obs_spec.flatten(self.actor.obs)
+            learner.state, learner.replay, action, metrics = _fused_jit(
+                self.sac, learner.layout, learner.mixture, learner.state, learner.replay,
+                online, obs, self.policy.base_key, np.int32(self.policy.calls),
+            )  # fmt: skip
+            self.policy.calls += 1
+            learner.after_block(metrics)
+            self._pending = self.sac.action_spec.to_env(np.asarray(action))
+        return [] if stats is None else [stats]
 
-    def run(
-        self,
-        num_env_steps: int,
-        callback: Callable[[Trainer, list[EpisodeStats]], None] | None = None,
-    ) -> None:
-        """Take ``num_env_steps`` steps; ``callback(trainer, finished_episodes)`` after each."""
+    def run(self, num_env_steps: int) -> list[EpisodeStats]:
+        """Take ``num_env_steps`` steps; returns the episodes that finished."""
+        out: list[EpisodeStats] = []
         for _ in range(num_env_steps):
-            finished = self.step()
-            if callback is not None:
-                callback(self, finished)
+            out += self.step()
+        return out
 
     # -- save / resume ------------------------------------------------------------------------
-    def _counters(self) -> dict[str, Any]:
+    def counters(self) -> dict[str, Any]:
+        """Everything besides the agent state and the replay that a resume needs."""
         return {
             "seed": self.seed,
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "episodes": self.episodes,
-            "pos": self._pos,
-            "size": self._size,
-            "capacity": self.capacity,
-            "nonfinite_streak": self._nonfinite_streak,
-            "np_rng": json.dumps(self._rng.bit_generator.state),
+            "learner": self.learner.counters(),
+            "actor": {
+                "env_steps": self.actor.env_steps,
+                "episodes": self.actor.episodes,
+                "rng": self.actor.rng.bit_generator.state,
+            },
+            "policy_calls": self.policy.calls,
         }
 
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Save learner checkpoint (``learner/``), replay and counters; only at episode ends."""
-        if self._ep_len != 0 or not self._builder.empty:
+    def save_into(self, path: Path) -> None:
+        """Write the checkpoint files into ``path`` (between episodes only)."""
+        if not self.actor.at_episode_start or self.learner._staged:
             raise RuntimeError(
-                "Trainer.save: call it at an episode boundary (e.g. from the run() callback "
-                "when finished episodes are reported); mid-episode state is not saved"
+                "Trainer.save: call it between episodes (right after a step that ended one); "
+                "mid-episode state is not saved"
             )
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(
-            path / "learner",
-            self.state,
-            self.sac.config,
-            self.sac.obs_spec,
-            self.sac.action_spec,
-            extra=self._counters(),
-        )
-        tmp = path / ("tmp_" + TRAINER_FILE)
-        np.savez(tmp, rows=np.asarray(self._rows[: self._size]), action=self._action)
-        os.replace(tmp, path / TRAINER_FILE)
-        return path
+        counters = self.counters()
+        save_checkpoint(path / "learner", self.learner.state, self.sac.config, self.sac.obs_spec,
+                        self.sac.action_spec, extra=counters)  # fmt: skip
+        arrays = replay.to_arrays(self.learner.layout, self.learner.replay)
+        pending = np.zeros(0, np.float32) if self._pending is None else self._pending
+        with open(path / REPLAY_FILE, "wb") as f:
+            np.savez(f, **arrays, pending_action=pending, steps=np.int64(self.learner.steps))
+            f.flush()
+            os.fsync(f.fileno())
+        (path / TRAINER_FILE).write_text(json.dumps(counters))
 
-    def load(self, directory: str | os.PathLike[str]) -> None:
-        """Restore a :meth:`save` (same env, config, seed and capacity) and continue from it."""
-        path = Path(directory)
-        self.state, extra = load_checkpoint(path / "learner", self.sac)
-        for name, mine in (("seed", self.seed), ("capacity", self.capacity)):
-            if extra[name] != mine:
-                raise ValueError(
-                    f"Trainer.load: the saved run has {name}={extra[name]} but this trainer has "
-                    f"{name}={mine}; construct the Trainer with the saved value"
-                )
-        with np.load(path / TRAINER_FILE) as data:
-            saved_rows, self._action = data["rows"], data["action"]
-        rows = np.zeros((self.capacity + 1, self._width), np.float32)
-        rows[: len(saved_rows)] = saved_rows
-        self._rows = jnp.asarray(rows)
-        self.env_steps, self.updates = extra["env_steps"], extra["updates"]
-        self.episodes, self._nonfinite_streak = extra["episodes"], extra["nonfinite_streak"]
-        self._pos, self._size = extra["pos"], extra["size"]
-        self._rng.bit_generator.state = json.loads(extra["np_rng"])
-        self._builder.reset()
-        self._begin_episode()
-
-
-# Jitted bodies live at module level with the learner as a static argument, so every Trainer
-# built on the same SAC shares one compilation (tests and resumes build several). Only the
-# replay rows are donated: callers may keep references to an old `trainer.state`.
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore a saved trainer (same env, config and seed) and continue from it."""
+        path = Path(path)
+        state, extra = load_checkpoint(path / "learner", self.sac)
+        counters = json.loads((path / TRAINER_FILE).read_text())
+        if counters != extra or counters["seed"] != self.seed:
+            raise ValueError(
+                f"{path}: the learner checkpoint and {TRAINER_FILE} disagree (or the seed differs "
+                f"from {self.seed}); they are not from the same save. Resume from an intact "
+                "checkpoint folder"
+            )
+        with np.load(path / REPLAY_FILE) as data:
+            arrays = dict(data)
+        if int(arrays["steps"]) != counters["learner"]["steps"]:
+            raise ValueError(
+                f"{path}: {REPLAY_FILE} holds {int(arrays['steps'])} env steps but the counters "
+                f"say {counters['learner']['steps']}; the replay belongs to another save"
+            )
+        self.learner.restore(state, replay.from_arrays(self.learner.layout, arrays),
+                             counters["learner"])  # fmt: skip
+        actor = counters["actor"]
+        self.actor.env_steps, self.actor.episodes = actor["env_steps"], actor["episodes"]
+        self.actor.rng.bit_generator.state = actor["rng"]
+        self.actor._obs = None
+        self.policy.calls = counters["policy_calls"]
+        pending = arrays["pending_action"]
+        self._pending = pending if pending.size else None
 
 
-def _insert_rows(rows: jax.Array, new_rows: jax.Array, idx: jax.Array) -> jax.Array:
-    return rows.at[idx].set(new_rows)
+class _QueueSink:
+    """Hands steps to the learner thread (never blocks the actor)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[Step] = queue.SimpleQueue()
+
+    def add(self, step: Step) -> None:
+        self.queue.put(step)
 
 
-_insert_jit = jax.jit(_insert_rows, donate_argnums=0)
+class AsyncTrainer(Trainer):
+    """The learner updates in a background thread; the actor never waits (see module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._inbox = _QueueSink()
+        self.actor.sinks[0] = self._inbox
+        self.actor.policy = self.policy
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._learn, name="handrail-learner", daemon=True)
+        self._thread.start()
+
+    def _learn(self) -> None:
+        learner, blocks_done = self.learner, 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    step = self._inbox.queue.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                learner.add(step)
+                while not self._inbox.queue.empty():
+                    learner.add(self._inbox.queue.get_nowait())
+                with learner.lock:
+                    learner.flush()
+                    owed = learner.steps - max(learner.config.warmup_steps, 1) + 1
+                    if learner.ready and blocks_done < owed:
+                        learner.update()
+                        blocks_done += 1
+        except BaseException as err:  # surfaced in the actor's thread
+            self._error = err
+
+    def step(self) -> list[EpisodeStats]:
+        """One env step with the newest params; the learner catches up in its thread."""
+        if self._error is not None:
+            raise RuntimeError(f"the learner thread failed: {self._error!r}") from self._error
+        stats = self.actor.step()
+        return [] if stats is None else [stats]
+
+    def save_into(self, path: Path) -> None:
+        """Drain the queue, pause the learner and save (between episodes)."""
+        while not self._inbox.queue.empty():
+            self.learner.add(self._inbox.queue.get_nowait())
+        with self.learner.lock:
+            self.learner.flush()
+            super().save_into(path)
+
+    def close(self) -> None:
+        """Stop the learner thread."""
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=3)
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=4)
 def _fused_jit(
     sac: SAC,
-    n_demo: int,
+    layout: ReplayLayout,
+    mixture: Mixture,
     state: SACState,
-    rows: jax.Array,
-    new_rows: jax.Array,
-    idx: jax.Array,
-    size: jax.Array,
+    replay_state: ReplayState,
+    rows: Rows,
     obs: jax.Array,
-    demo_rows: jax.Array,
-) -> tuple[SACState, jax.Array, jax.Array, dict[str, jax.Array]]:
-    """Insert rows, sample utd minibatches on device, run the update block, act on ``obs``."""
-    cfg = sac.config
-    rows = _insert_rows(rows, new_rows, idx)
-    rng, key_online, key_demo, key_act = jax.random.split(state.rng, 4)
-    state = dataclasses.replace(state, rng=rng)
-    parts = []
-    if n_demo > 0:
-        parts.append(demo_rows[jax.random.randint(key_demo, (cfg.utd, n_demo), 0, len(demo_rows))])
-    if cfg.batch_size > n_demo:
-        pick = jax.random.randint(key_online, (cfg.utd, cfg.batch_size - n_demo), 0, size)
-        parts.append(rows[pick])
-    sample = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=1)
-    batch = unpack(sample, sac.obs_spec.dim, sac.action_spec.dim)
-    state, metrics = sac.update_fn(state, batch, n_demo)
-    action = sac.policy_fn(state.actor_params, obs, key_act)[0]
-    return state, rows, action, metrics
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _pretrain_jit(
-    sac: SAC, state: SACState, demo_rows: jax.Array
-) -> tuple[SACState, dict[str, jax.Array]]:
-    """``config.pretrain_steps`` demo-only steps (critic + BC actor), sampled on device."""
-    cfg = sac.config
-
-    def body(state: SACState, _: None) -> tuple[SACState, dict[str, jax.Array]]:
-        rng, key = jax.random.split(state.rng)
-        pick = jax.random.randint(key, (cfg.batch_size,), 0, len(demo_rows))
-        batch = unpack(demo_rows[pick], sac.obs_spec.dim, sac.action_spec.dim)
-        return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
-
-    state, metrics = jax.lax.scan(body, state, None, length=cfg.pretrain_steps)
-    return state, {k: v[-1] for k, v in metrics.items()}
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _act_only_jit(sac: SAC, state: SACState, obs: jax.Array) -> tuple[SACState, jax.Array]:
-    rng, key = jax.random.split(state.rng)
-    return dataclasses.replace(state, rng=rng), sac.policy_fn(state.actor_params, obs, key)[0]
+    base_key: jax.Array,
+    calls: jax.Array,
+) -> tuple[SACState, ReplayState, jax.Array, dict[str, jax.Array]]:
+    """Insert rows, run one update block, act on ``obs`` with the new params."""
+    replay_state = replay.insert_fn(layout, replay_state, 0, rows)
+    state, metrics = update_block(sac, layout, mixture, state, replay_state)
+    action = sac.policy_fn(state.actor_params, obs, policy_key(base_key, calls))[0]
+    return state, replay_state, action, metrics

@@ -14,17 +14,32 @@ the losses can be checked against hand-computed values with constant networks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-
-from handrail.learners.replay import Batch
 
 Params = Any
 PolicyFn = Callable[[Params, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 CriticFn = Callable[[Params, jax.Array, jax.Array], jax.Array]
 ModeFn = Callable[[Params, jax.Array], jax.Array]
+
+
+class Batch(NamedTuple):
+    """A minibatch (or a stack of them, leading dims shared by every leaf)."""
+
+    obs: Any
+    """(..., obs_dim) float32 flat observations."""
+    action: Any
+    """(..., action_dim) executed actions in [-1, 1]."""
+    reward: Any
+    """(...,) n-step return sum_{j<k} gamma^j r_j."""
+    discount: Any
+    """(...,) gamma^k, 0 when the k-th transition terminated."""
+    next_obs: Any
+    """(..., obs_dim) the observation k steps later (bootstrap state)."""
+    online: Any
+    """(...,) bool: the row came from the online buffer (else demos or interventions)."""
 
 
 def subsample_min(q: jax.Array, subset: int, key: jax.Array) -> jax.Array:
@@ -42,12 +57,12 @@ def subsample_min(q: jax.Array, subset: int, key: jax.Array) -> jax.Array:
 def critic_loss(
     critic_params: Params,
     target_critic_params: Params,
-    actor_params: Params,
     temperature: jax.Array,
     batch: Batch,
+    next_action: jax.Array,
+    next_log_prob: jax.Array,
     key: jax.Array,
     *,
-    policy_fn: PolicyFn,
     critic_fn: CriticFn,
     critic_subset: int,
     backup_entropy: bool = True,
@@ -56,21 +71,22 @@ def critic_loss(
     """Soft Bellman residual ([SAC] Eq. 5, with the soft value of Eq. 3).
 
     y = r + discount * (min_{i in M} Q_targ_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s'),
-    where M is a random subset of the ensemble and ``discount = gamma^k (1 - terminated)``
-    already carries the n-step horizon. The entropy term is dropped when ``backup_entropy`` is
-    False. Loss = mean over critics and batch of (Q_i(s, a) - y)^2 (no 1/2 factor, as rlpd).
-    ``subset_critic_fn`` (an ensemble of ``critic_subset`` members) evaluates only the drawn
-    target critics (params gathered along the ensemble axis): same value, less compute.
+    where M is a random subset of the ensemble (drawn with ``key``) and ``discount = gamma^k
+    (1 - terminated)`` already carries the n-step horizon. ``next_action`` and
+    ``next_log_prob`` are a' and log pi(a'|s'), sampled by the caller (the actor is fixed
+    during a block of critic steps, so a block samples them all at once). The entropy term is
+    dropped when ``backup_entropy`` is False. Loss = mean over critics and batch of
+    (Q_i(s, a) - y)^2 (no 1/2 factor, as rlpd). ``subset_critic_fn`` (an ensemble of
+    ``critic_subset`` members) evaluates only the drawn target critics (params gathered along
+    the ensemble axis): same value, less compute.
     """
-    key_pi, key_subset = jax.random.split(key)
-    next_action, next_log_prob = policy_fn(actor_params, batch.next_obs, key_pi)
     if subset_critic_fn is None:
         next_q = subsample_min(
-            critic_fn(target_critic_params, batch.next_obs, next_action), critic_subset, key_subset
+            critic_fn(target_critic_params, batch.next_obs, next_action), critic_subset, key
         )
     else:  # same draw as subsample_min, but only the drawn critics are evaluated
         num_critics = jax.tree_util.tree_leaves(target_critic_params)[0].shape[0]
-        idx = jax.random.permutation(key_subset, num_critics)[:critic_subset]
+        idx = jax.random.permutation(key, num_critics)[:critic_subset]
         drawn = jax.tree_util.tree_map(lambda x: x[idx], target_critic_params)
         next_q = jnp.min(subset_critic_fn(drawn, batch.next_obs, next_action), axis=0)
     if backup_entropy:
@@ -85,39 +101,51 @@ def actor_loss(
     actor_params: Params,
     critic_params: Params,
     temperature: jax.Array,
-    obs: jax.Array,
+    batch: Batch,
     key: jax.Array,
     *,
     policy_fn: PolicyFn,
     critic_fn: CriticFn,
     bc_weight: float = 0.0,
-    num_demo: int = 0,
-    demo_action: jax.Array | None = None,
     mode_fn: ModeFn | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Policy loss ([SAC] Eq. 7): E[alpha * log pi(a|s) - mean_i Q_i(s, a)], a ~ pi (reparam.).
 
-    The Q-value is the mean over the whole ensemble ([RLPD] Alg. 1). With ``bc_weight > 0`` the
-    first ``num_demo`` rows of ``obs`` are demonstrations with actions ``demo_action``
-    (num_demo, A), and a behaviour-cloning term is added, scaled as in [TD3+BC] Eq. 3 so that it
-    does not depend on the reward scale:
-    ``bc_weight * stop_grad(mean |Q|) * mean((mode(s_demo) - a_demo)^2)``, where ``mode_fn``
+    The Q-value is the mean over the whole ensemble ([RLPD] Alg. 1). With ``bc_weight > 0`` a
+    behaviour-cloning term on the offline rows (``batch.online`` False: demonstrations and
+    interventions, with their executed actions) is added, scaled as in [TD3+BC] Eq. 3 so that
+    it does not depend on the reward scale:
+    ``bc_weight * stop_grad(mean |Q|) * mean_offline((mode(s) - a)^2)``, where ``mode_fn``
     gives the deterministic action tanh(mean) (the one evaluation uses).
+
+    Metrics include the entropy estimate -log pi over all rows, the online rows and the
+    offline rows (``actor/entropy``, ``actor/entropy_online``, ``actor/entropy_offline``).
     """
-    action, log_prob = policy_fn(actor_params, obs, key)
-    q = jnp.mean(critic_fn(critic_params, obs, action), axis=0)
+    action, log_prob = policy_fn(actor_params, batch.obs, key)
+    q = jnp.mean(critic_fn(critic_params, batch.obs, action), axis=0)
     sac_loss = jnp.mean(temperature * log_prob - q)
-    metrics = {"actor/entropy": -jnp.mean(log_prob)}
+    online = jnp.asarray(batch.online, jnp.float32)
+    metrics = {
+        "actor/entropy": -jnp.mean(log_prob),
+        "actor/entropy_online": -masked_mean(log_prob, online),
+        "actor/entropy_offline": -masked_mean(log_prob, 1.0 - online),
+    }
     loss = sac_loss
-    if bc_weight > 0.0 and num_demo > 0:
-        if mode_fn is None or demo_action is None:
-            raise ValueError("actor_loss: bc_weight > 0 needs mode_fn and demo_action")
-        bc = bc_mse(actor_params, obs[:num_demo], demo_action, mode_fn=mode_fn)
+    if bc_weight > 0.0:
+        if mode_fn is None:
+            raise ValueError("actor_loss: bc_weight > 0 needs mode_fn")
+        err = jnp.mean((mode_fn(actor_params, batch.obs) - batch.action) ** 2, axis=-1)
+        bc = masked_mean(err, 1.0 - online)
         scale = jax.lax.stop_gradient(jnp.mean(jnp.abs(q)))
         loss = sac_loss + bc_weight * scale * bc
         metrics["actor/bc_mse"] = bc
     metrics["actor/loss"] = loss
     return loss, metrics
+
+
+def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of ``x`` over the rows where ``mask`` is 1 (0 when no row is)."""
+    return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def bc_mse(

@@ -2,7 +2,9 @@
 
 ``SAC.update(state, batch)`` runs ``utd`` critic steps in a ``lax.scan`` (each followed by a
 Polyak target update), then one actor and one temperature step on the last minibatch, as
-RLPD does. A non-finite loss anywhere in the block leaves the state unchanged.
+RLPD does. The actor does not change during the critic steps, so the next actions of all
+their targets are sampled in one batched call before the scan (same values, fewer and larger
+matmuls). A non-finite loss anywhere in the block leaves the state unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import flax.struct
 import jax
@@ -20,8 +22,8 @@ import optax
 from jax.typing import ArrayLike
 
 from handrail.learners import losses
+from handrail.learners.losses import Batch
 from handrail.learners.networks import Actor, CriticEnsemble, tanh_gaussian_sample
-from handrail.learners.replay import Batch
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 
@@ -56,17 +58,14 @@ class SACConfig:
     utd: int = 20
     """Update-to-data ratio: critic steps per env step (one actor step per block)."""
     batch_size: int = 256
-    """Rows per minibatch (demo + online)."""
+    """Rows per minibatch (online + offline)."""
     n_step: int = 1
     """n-step return horizon (never crosses episode ends)."""
-    demo_ratio: float = 0.5
-    """Fraction of each minibatch drawn from demonstrations when there are any."""
-    max_nonfinite_updates: int = 10
-    """Consecutive non-finite update blocks after which training stops with an error."""
     bc_weight: float = 0.0
-    """Behaviour-cloning weight on the demo rows in the actor loss, TD3+BC-scaled (0 = off)."""
-    pretrain_steps: int = 0
-    """Demo-only steps before online training, each one critic step + one BC actor step."""
+    """Behaviour-cloning weight on the offline rows in the actor loss, TD3+BC-scaled (0 = off)."""
+    entropy_rows: Literal["all", "online"] = "all"
+    """Rows whose policy entropy the temperature is tuned on: all rows, or the online rows only
+    (the states the policy visits itself; demo states are nearly deterministic)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
@@ -83,10 +82,8 @@ class SACConfig:
             "utd": self.utd >= 1,
             "batch_size": self.batch_size >= 1,
             "n_step": self.n_step >= 1,
-            "demo_ratio": 0.0 <= self.demo_ratio <= 1.0,
-            "max_nonfinite_updates": self.max_nonfinite_updates >= 1,
             "bc_weight": self.bc_weight >= 0.0,
-            "pretrain_steps": self.pretrain_steps >= 0,
+            "entropy_rows": self.entropy_rows in ("all", "online"),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -94,7 +91,7 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step/max_nonfinite_updates >= 1, demo_ratio in [0, 1], bc_weight/pretrain_steps >= 0)"
+                "n_step >= 1, bc_weight >= 0, entropy_rows all or online)"
             )
 
     @classmethod
@@ -176,7 +173,7 @@ class SAC:
         self.actor_tx = optax.adam(config.actor_lr)
         self.critic_tx = optax.adam(config.critic_lr)
         self.temperature_tx = optax.adam(config.temperature_lr)
-        self.update = jax.jit(self.update_fn, static_argnames="num_demo")
+        self.update = jax.jit(self.update_fn)
         self._act = jax.jit(self._act_fn, static_argnames="deterministic")
 
     # -- networks as functions of explicit params -------------------------------------------
@@ -226,18 +223,22 @@ class SAC:
         )
 
     # -- update -------------------------------------------------------------------------------
-    def critic_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
-        """One critic gradient step on a (batch_size, ...) minibatch, then the Polyak update."""
-        rng, key = jax.random.split(state.rng)
-        grad_fn = jax.grad(losses.critic_loss, has_aux=True)
-        grads, metrics = grad_fn(
+    def critic_step(
+        self, state: SACState, inputs: tuple[Batch, jax.Array, jax.Array, jax.Array]
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """One critic gradient step, then the Polyak update.
+
+        ``inputs`` is (minibatch, next actions, their log-probabilities, key of the subset draw).
+        """
+        batch, next_action, next_log_prob, key = inputs
+        grads, metrics = jax.grad(losses.critic_loss, has_aux=True)(
             state.critic_params,
             state.target_critic_params,
-            state.actor_params,
             jnp.exp(state.log_temperature),
             batch,
+            next_action,
+            next_log_prob,
             key,
-            policy_fn=self.policy_fn,
             critic_fn=self.critic_fn,
             critic_subset=self.config.critic_subset,
             backup_entropy=self.config.backup_entropy,
@@ -251,40 +252,36 @@ class SAC:
         params = optax.apply_updates(state.critic_params, updates)
         target = losses.polyak(params, state.target_critic_params, self.config.tau)
         new = dataclasses.replace(
-            state,
-            critic_params=params,
-            target_critic_params=target,
-            critic_opt_state=opt_state,
-            rng=rng,
+            state, critic_params=params, target_critic_params=target, critic_opt_state=opt_state
         )
         return new, metrics
 
     def actor_step(
-        self, state: SACState, batch: Batch, num_demo: int = 0
+        self, state: SACState, batch: Batch, key: jax.Array
     ) -> tuple[SACState, dict[str, jax.Array]]:
         """One actor step and one temperature step on a minibatch; increments ``step``.
 
-        The first ``num_demo`` rows are demonstrations (as the samplers order them); the
-        behaviour-cloning term (``config.bc_weight``) applies to them only.
+        The behaviour-cloning term (``config.bc_weight``) applies to the offline rows; the
+        temperature follows the entropy of ``config.entropy_rows``.
         """
-        rng, key = jax.random.split(state.rng)
         grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
             state.actor_params,
             state.critic_params,
             jnp.exp(state.log_temperature),
-            batch.obs,
+            batch,
             key,
             policy_fn=self.policy_fn,
             critic_fn=self.critic_fn,
             bc_weight=self.config.bc_weight,
-            num_demo=num_demo,
-            demo_action=batch.action[:num_demo],
             mode_fn=self.mode_fn,
         )
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
         actor_params = optax.apply_updates(state.actor_params, updates)
+        entropy = metrics[
+            "actor/entropy_online" if self.config.entropy_rows == "online" else "actor/entropy"
+        ]
         t_grad, t_metrics = jax.grad(losses.temperature_loss, has_aux=True)(
-            state.log_temperature, metrics["actor/entropy"], self.target_entropy
+            state.log_temperature, entropy, self.target_entropy
         )
         t_updates, t_opt = self.temperature_tx.update(t_grad, state.temperature_opt_state)
         new = dataclasses.replace(
@@ -293,14 +290,29 @@ class SAC:
             actor_opt_state=actor_opt,
             log_temperature=optax.apply_updates(state.log_temperature, t_updates),
             temperature_opt_state=t_opt,
-            rng=rng,
             step=state.step + 1,
         )
         return new, {**metrics, **t_metrics}
 
+    def _critic_block(
+        self, state: SACState, batch: Batch, key: jax.Array
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """``len(batch)`` critic steps in a scan; next actions sampled for all of them at once."""
+        key_next, key_subset = jax.random.split(key)
+        next_action, next_log_prob = self.policy_fn(state.actor_params, batch.next_obs, key_next)
+        subset_keys = jax.random.split(key_subset, batch.reward.shape[0])
+        return jax.lax.scan(
+            self.critic_step, state, (batch, next_action, next_log_prob, subset_keys)
+        )
+
     def pretrain_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
-        """One step on a demo-only minibatch: a critic step, then a pure BC actor step."""
-        state, metrics = self.critic_step(state, batch)
+        """One step on an offline-only minibatch: a critic step, then a pure BC actor step."""
+        rng, key = jax.random.split(state.rng)
+        state, metrics = self._critic_block(
+            dataclasses.replace(state, rng=rng),
+            jax.tree_util.tree_map(lambda x: x[None], batch),
+            key,
+        )
         grad_fn = jax.value_and_grad(losses.bc_mse)
         bc, grads = grad_fn(state.actor_params, batch.obs, batch.action, mode_fn=self.mode_fn)
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
@@ -309,19 +321,20 @@ class SAC:
             actor_params=optax.apply_updates(state.actor_params, updates),
             actor_opt_state=actor_opt,
         )
-        return new, {**metrics, "actor/bc_mse": bc}
+        return new, {**{k: v[0] for k, v in metrics.items()}, "actor/bc_mse": bc}
 
-    def update_fn(
-        self, state: SACState, batch: Batch, num_demo: int = 0
-    ) -> tuple[SACState, dict[str, jax.Array]]:
+    def update_fn(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
         """Un-jitted body of :meth:`update` (for fusing into larger jitted functions).
 
-        ``num_demo`` (static): leading rows of each minibatch that are demonstrations, the rows
-        the behaviour-cloning term of the actor loss uses (0: no BC term).
+        ``batch`` leaves have leading dims (utd, batch_size): one minibatch per critic step; the
+        actor and temperature step on the last one.
         """
-        new, critic_metrics = jax.lax.scan(self.critic_step, state, batch)
+        rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+        new, critic_metrics = self._critic_block(
+            dataclasses.replace(state, rng=rng), batch, key_critic
+        )
         last = jax.tree_util.tree_map(lambda x: x[-1], batch)
-        new, actor_metrics = self.actor_step(new, last, num_demo)
+        new, actor_metrics = self.actor_step(new, last, key_actor)
         metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
         metrics.update(actor_metrics)
         finite = _all_finite(
@@ -332,6 +345,7 @@ class SAC:
             )
         )
         new = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, state)
+        new = dataclasses.replace(new, rng=rng)  # a skipped block still moves the RNG on
         metrics["update/nonfinite"] = 1.0 - finite.astype(jnp.float32)
         return new, metrics
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from handrail.learners.evaluation import EvalResult, episode_success, evaluate
+from handrail.control.step import EpisodeTally, step_success
+from handrail.learners.evaluation import EvalResult, evaluate
 from handrail.learners.runlog import RunDir, RunMonitor
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -238,20 +239,16 @@ def _make_callback(monitor: RunMonitor, success_key: str) -> Any:
         """Feeds SB3's steps into the shared RunMonitor; returns False to stop early."""
 
         def _on_training_start(self) -> None:
-            self.ep_return, self.ep_length = 0.0, 0
-            self.ep_success: bool | None = None
+            self.tally = EpisodeTally()
 
         def _on_step(self) -> bool:
-            self.ep_return += float(self.locals["rewards"][0])
-            self.ep_length += 1
             info: Mapping[str, Any] = self.locals["infos"][0]
-            success = episode_success(info, success_key)
-            if success is not None:
-                self.ep_success = bool(self.ep_success) or success
+            self.tally.add(float(self.locals["rewards"][0]), step_success(info, success_key))
             finished = []
             if self.locals["dones"][0]:
-                finished = [(self.ep_return, self.ep_length, self.ep_success)]
-                self.ep_return, self.ep_length, self.ep_success = 0.0, 0, None
+                t = self.tally
+                finished = [(t.return_, t.length, t.success)]
+                t.reset()
             metrics = {
                 k: v for k, v in self.model.logger.name_to_value.items() if k.startswith("train/")
             }

@@ -52,11 +52,17 @@ class ObsSpec:
         return sum(math.prod(s) for s in self.shapes)
 
     @classmethod
-    def from_space(cls, space: gym.Space) -> ObsSpec:
-        """Spec of a Box or Dict-of-Box space; uint8 HxWx3 image keys of a Dict are skipped.
+    def from_space(cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = ()) -> ObsSpec:
+        """Spec of a Box or Dict-of-Box space, every key in the space's order.
+
+        Args:
+            space: the env's observation space.
+            ignore: Dict keys to leave out (e.g. camera images a state learner cannot use).
 
         Raises:
-            TypeError: for any other space (Discrete, Tuple, nested Dict, an image-only Box...).
+            TypeError: for a key the learner cannot use (an image, a non-Box space), naming it
+                and how to leave it out; for other spaces (Discrete, Tuple, nested Dict...).
+            ValueError: for an ``ignore`` key the space does not have.
         """
         if isinstance(space, gym.spaces.Box):
             if _is_image(space):
@@ -65,28 +71,33 @@ class ObsSpec:
                     "a float Box or a Dict of Boxes with at least one non-image key"
                 )
             return cls(keys=(BOX_KEY,), shapes=(tuple(space.shape),))
-        if isinstance(space, gym.spaces.Dict):
-            keys, shapes = [], []
-            for key, sub in space.spaces.items():
-                if not isinstance(sub, gym.spaces.Box):
-                    raise TypeError(
-                        f"ObsSpec: observation key {key!r} is {sub}; supported are a Box or a "
-                        "Dict of Box spaces (uint8 HxWx3 image keys are skipped)"
-                    )
-                if _is_image(sub):
-                    continue
-                keys.append(key)
-                shapes.append(tuple(sub.shape))
-            if not keys:
+        if not isinstance(space, gym.spaces.Dict):
+            raise TypeError(
+                f"ObsSpec: unsupported observation space {space}; supported are a Box or a "
+                "Dict of Box spaces"
+            )
+        unknown = sorted(set(ignore) - set(space.spaces))
+        if unknown:
+            raise ValueError(
+                f"ObsSpec: cannot ignore {unknown}: the observation has keys {list(space.spaces)}"
+            )
+        keys, shapes = [], []
+        for key, sub in space.spaces.items():
+            if key in ignore:
+                continue
+            if not isinstance(sub, gym.spaces.Box) or _is_image(sub):
+                what = "a uint8 camera image" if isinstance(sub, gym.spaces.Box) else str(sub)
                 raise TypeError(
-                    f"ObsSpec: Dict observation space {space} has no non-image Box keys; state "
-                    "learners need at least one"
+                    f"observation key {key!r} is {what}, which the state learner cannot use; "
+                    f"leave it out with --ignore-obs-keys {key} (or configure the env without it)"
                 )
-            return cls(keys=tuple(keys), shapes=tuple(shapes))
-        raise TypeError(
-            f"ObsSpec: unsupported observation space {space}; supported are a Box or a Dict of "
-            "Box spaces (uint8 HxWx3 image keys are skipped)"
-        )
+            keys.append(key)
+            shapes.append(tuple(sub.shape))
+        if not keys:
+            raise TypeError(
+                f"ObsSpec: Dict observation space {space} has no key left for the learner"
+            )
+        return cls(keys=tuple(keys), shapes=tuple(shapes))
 
     def flatten(self, obs: Mapping[str, Any] | np.ndarray) -> np.ndarray:
         """Concatenate one observation (or a batch with leading dims) into float32 (..., dim)."""

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from handrail.learners.evaluation import EvalResult, episode_success, evaluate, wilson_interval
+from handrail.learners.evaluation import EvalResult, evaluate, wilson_interval
 
 
 class CoinEnv(gym.Env):
@@ -61,13 +61,6 @@ def test_wilson_rejects_bad_counts() -> None:
         wilson_interval(0, 0)
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(5, 3)
-
-
-def test_success_key_and_is_success_fallback() -> None:
-    assert episode_success({"success": True}) is True
-    assert episode_success({"is_success": np.array(1.0)}) is True
-    assert episode_success({"my_flag": 0}, "my_flag") is False
-    assert episode_success({}) is None
 
 
 @pytest.mark.parametrize("key", ["success", "is_success"])

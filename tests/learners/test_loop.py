@@ -1,7 +1,9 @@
-"""Trainer: runs on Box and Dict envs, sinks, resume equals uninterrupted, guards and errors."""
+"""Local training: the fused path equals actor + learner bit for bit, resume after wrap-around
+equals an uninterrupted run, the asynchronous actor never waits, guards and errors."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import gymnasium as gym
@@ -9,183 +11,201 @@ import jax
 import numpy as np
 import pytest
 
-from handrail.learners.loop import EpisodeStats, Trainer
-from handrail.learners.replay import ReplayBuffer
+from handrail.learners.actor import Actor
+from handrail.learners.checkpoint import write_checkpoint_dir
+from handrail.learners.learner import Learner, LoopConfig
+from handrail.learners.loop import AsyncTrainer, Trainer, make_learned_policy
+from handrail.learners.replay import Rows
 from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 CONFIG = SACConfig(hidden_dims=(32, 32), num_critics=2, utd=2, batch_size=32, n_step=2)
 
 
-class FakeDictEnv(gym.Env):
-    """Dict obs with an image key; 2-D action in [-2, 2]; episodes end after 5 or 6 steps."""
-
-    def __init__(self, nan_reward: bool = False) -> None:
-        self.observation_space = gym.spaces.Dict(
-            {
-                "proprio": gym.spaces.Box(-10, 10, (3,), np.float32),
-                "front": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
-            }
-        )
-        self.action_space = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
-        self.nan_reward = nan_reward
-
-    def _obs(self) -> dict[str, np.ndarray]:
-        return {"proprio": self._pos.copy(), "front": np.zeros((8, 8, 3), np.uint8)}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self._pos = self.np_random.uniform(-1, 1, 3).astype(np.float32)
-        self._t, self._limit = 0, 5 + int(self.np_random.integers(2))
-        return self._obs(), {}
-
-    def step(self, action: np.ndarray):
-        assert self.action_space.contains(action.astype(np.float32))
-        self._pos[:2] += 0.1 * action
-        self._t += 1
-        reward = float("nan") if self.nan_reward else -float(np.sum(self._pos**2))
-        success = bool(np.linalg.norm(self._pos) < 0.5)
-        terminated = self._t == self._limit and self._limit == 5
-        truncated = self._t == self._limit and not terminated
-        return self._obs(), reward, terminated, truncated, {"success": success}
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.items: list[tuple] = []
-
-    def add(self, obs, action, reward, next_obs, terminated, truncated, info) -> None:
-        self.items.append((obs, action, reward, next_obs, terminated, truncated, info))
-
-
-def _make_sac(env: gym.Env, config: SACConfig = CONFIG) -> SAC:
-    obs_spec = ObsSpec.from_space(env.observation_space)
-    return SAC(obs_spec, ActionSpec.from_space(env.action_space), config)
+def _pendulum() -> gym.Env:
+    return gym.make("Pendulum-v1", max_episode_steps=10)
 
 
 @pytest.fixture(scope="module")
-def pendulum_sac() -> SAC:
-    return _make_sac(gym.make("Pendulum-v1", max_episode_steps=10))
+def sac() -> SAC:
+    env = _pendulum()
+    return SAC(ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space),
+               CONFIG)  # fmt: skip
 
 
-def _pendulum() -> gym.Env:
-    return gym.make("Pendulum-v1", max_episode_steps=10)
+class Actions:
+    """A sink keeping the executed actions."""
+
+    def __init__(self) -> None:
+        self.actions: list[np.ndarray] = []
+
+    def add(self, step) -> None:
+        self.actions.append(np.asarray(step.action))
+
+
+def _demo_rows(dim: int = 3) -> Rows:
+    """Two short demo episodes (obs 7.0...) in replay rows."""
+    k = 8  # 3 + final, 3 + final
+    final = np.array([0, 0, 0, 1, 0, 0, 0, 1], bool)
+    first = np.array([1, 0, 0, 0, 1, 0, 0, 0], bool)
+    return Rows(data={"obs": np.full((k, dim), 7.0, np.float32),
+                      "action": np.full((k, 1), 0.5, np.float32)},
+                reward=np.ones(k, np.float32), terminated=np.zeros(k, bool), final=final,
+                first=first, actor=np.zeros(k, np.int32), valid=np.ones(k, bool))  # fmt: skip
 
 
 def _leaves(tree) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
-def test_resume_equals_uninterrupted(tmp_path: Path, pendulum_sac: SAC) -> None:
-    kwargs = {"seed": 3, "warmup_steps": 15, "buffer_capacity": 64}
-    full = Trainer(_pendulum(), pendulum_sac, **kwargs)
+def _assert_trees_equal(a, b) -> None:
+    for x, y in zip(_leaves(a), _leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_fused_path_equals_actor_plus_learner(sac: SAC) -> None:
+    loop = LoopConfig(warmup_steps=5, buffer_capacity=64)
+    fused_actions = Actions()
+    fused = Trainer(_pendulum(), sac, loop, seed=3, demos=_demo_rows(), sinks=[fused_actions])
+    fused.run(35)
+    learner = Learner(sac, loop, seed=3, demos=_demo_rows())
+    actions = Actions()
+    actor = Actor(_pendulum(), make_learned_policy(sac, learner, 3), seed=3,
+                  sinks=[learner, actions], warmup_steps=5)  # fmt: skip
+    for _ in range(35):
+        actor.step()
+        learner.update()
+    assert fused.updates == learner.updates == CONFIG.utd * (35 - 5 + 1)
+    np.testing.assert_array_equal(np.array(fused_actions.actions), np.array(actions.actions))
+    _assert_trees_equal(fused.learner.state, learner.state)
+    _assert_trees_equal(fused.learner.replay, learner.replay)
+
+
+def test_resume_after_wrap_around_equals_uninterrupted(tmp_path: Path, sac: SAC) -> None:
+    loop = LoopConfig(warmup_steps=15, buffer_capacity=24)  # 40 steps + 4 finals wrap it
+    full = Trainer(_pendulum(), sac, loop, seed=3, demos=_demo_rows())
     full.run(40)
-    first = Trainer(_pendulum(), pendulum_sac, **kwargs)
-    first.run(20)  # 10-step episodes: step 20 ends an episode
-    first.save(tmp_path / "run")
-    resumed = Trainer(_pendulum(), pendulum_sac, **kwargs)
-    resumed.load(tmp_path / "run")
-    assert (resumed.env_steps, resumed.episodes) == (20, 2)
-    resumed.run(20)
-    assert (resumed.env_steps, resumed.updates, resumed.episodes) == (40, 2 * 26, 4)
-    assert (full.env_steps, full.updates) == (resumed.env_steps, resumed.updates)
-    for a, b in zip(_leaves(full.state), _leaves(resumed.state), strict=True):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(np.asarray(full._rows), np.asarray(resumed._rows))
+    first = Trainer(_pendulum(), sac, loop, seed=3, demos=_demo_rows())
+    first.run(30)  # 10-step episodes: step 30 ends one
+    write_checkpoint_dir(tmp_path / "latest", first.save_into)
+    resumed = Trainer(_pendulum(), sac, loop, seed=3, demos=_demo_rows())
+    resumed.load(tmp_path / "latest")
+    assert (resumed.env_steps, resumed.episodes) == (30, 3)
+    resumed.run(10)
+    assert (resumed.env_steps, resumed.updates) == (full.env_steps, full.updates)
+    _assert_trees_equal(full.learner.state, resumed.learner.state)
+    _assert_trees_equal(full.learner.replay, resumed.learner.replay)
 
 
-def test_same_seed_twice_identical_and_save_only_at_episode_end(
-    tmp_path: Path, pendulum_sac: SAC
-) -> None:
-    runs = []
-    for _ in range(2):
-        trainer = Trainer(_pendulum(), pendulum_sac, seed=1, warmup_steps=5, buffer_capacity=64)
-        trainer.run(13)
-        runs.append(trainer)
-    for a, b in zip(_leaves(runs[0].state), _leaves(runs[1].state), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert set(runs[0].last_metrics) >= {"critic/loss", "actor/entropy", "update/nonfinite"}
-    with pytest.raises(RuntimeError, match="episode boundary"):
-        runs[0].save(tmp_path / "mid")
+def test_save_only_between_episodes_and_mismatched_files_refused(tmp_path: Path, sac: SAC) -> None:
+    trainer = Trainer(_pendulum(), sac, LoopConfig(warmup_steps=3, buffer_capacity=64), seed=1)
+    trainer.run(13)
+    with pytest.raises(RuntimeError, match="between episodes"):
+        write_checkpoint_dir(tmp_path / "mid", trainer.save_into)
+    trainer.run(7)
+    a = write_checkpoint_dir(tmp_path / "a", trainer.save_into)
+    trainer.run(10)
+    b = write_checkpoint_dir(tmp_path / "b", trainer.save_into)
+    (a / "replay.npz").replace(b / "replay.npz")  # a replay from another save
+    fresh = Trainer(_pendulum(), sac, LoopConfig(warmup_steps=3, buffer_capacity=64), seed=1)
+    with pytest.raises(ValueError, match="replay belongs to another save"):
+        fresh.load(tmp_path / "b")
 
 
-def test_dict_env_sinks_stats_and_callback() -> None:
-    env = FakeDictEnv()
-    sink = ListSink()
-    sac = _make_sac(env)
-    trainer = Trainer(env, sac, seed=0, warmup_steps=8, buffer_capacity=100, sinks=[sink])
-    seen: list[EpisodeStats] = []
-    trainer.run(30, callback=lambda t, eps: seen.extend(eps))
-    assert len(sink.items) == 30 and trainer.env_steps == 30
-    assert trainer.updates == 2 * (30 - 8 + 1)  # one UTD-2 block per step from step 8 on
-    assert trainer.episodes == len(seen) >= 4
-    assert sum(s.length for s in seen) <= 30
-    rewards = [item[2] for item in sink.items]
-    assert seen[0].return_ == pytest.approx(sum(rewards[: seen[0].length]))
-    assert all(isinstance(s.success, bool) for s in seen)
-    assert all(np.abs(item[1]).max() <= 2.0 for item in sink.items)  # env units
-    assert "front" in sink.items[0][0]  # raw observations go to sinks
+def test_pretraining_runs_once_and_not_again_after_resume(tmp_path: Path, sac: SAC,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import handrail.learners.learner as learner_module
+
+    calls = []
+    real = learner_module._pretrain_jit
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(learner_module, "_pretrain_jit", counting)
+    loop = LoopConfig(warmup_steps=3, buffer_capacity=64, pretrain_steps=20)
+    trainer = Trainer(_pendulum(), sac, loop, seed=0, demos=_demo_rows())
+    trainer.run(10)
+    assert len(calls) == 1 and trainer.learner.pretrained
+    write_checkpoint_dir(tmp_path / "latest", trainer.save_into)
+    resumed = Trainer(_pendulum(), sac, loop, seed=0, demos=_demo_rows())
+    resumed.load(tmp_path / "latest")
+    resumed.run(10)
+    assert len(calls) == 1
 
 
-def test_demos_are_used_and_mismatched_demos_rejected(pendulum_sac: SAC) -> None:
-    demos = ReplayBuffer(3, 1, capacity=50, n_step=2, gamma=CONFIG.gamma)
-    demos.add_episode(np.zeros((6, 3)), np.zeros((5, 1)), np.ones(5), np.zeros(5), np.zeros(5))
-    trainer = Trainer(_pendulum(), pendulum_sac, seed=0, warmup_steps=3, buffer_capacity=64,
-                      demos=demos)  # fmt: skip
-    assert trainer._n_demo == 16
-    trainer.run(6)
-    assert np.isfinite(trainer.last_metrics["critic/loss"])
-    wrong = ReplayBuffer(4, 1, capacity=5, n_step=2)
-    wrong.add(np.zeros(4), np.zeros(1), 0.0, np.zeros(4), True, False)
-    with pytest.raises(ValueError, match="obs_dim"):
-        Trainer(_pendulum(), pendulum_sac, seed=0, demos=wrong)
+class OverridingWrapper(gym.Wrapper):
+    """Executes a fixed action instead of the one it is given, and says so in info."""
+
+    def step(self, action):
+        executed = np.array([1.5], np.float32)
+        obs, reward, terminated, truncated, info = self.env.step(executed)
+        return obs, reward, terminated, truncated, {**info, "executed_action": executed,
+                                                     "acted_by": 1}  # fmt: skip
+
+
+def test_sinks_and_replay_get_the_executed_action(sac: SAC) -> None:
+    sink = Actions()
+    trainer = Trainer(OverridingWrapper(_pendulum()), sac, LoopConfig(warmup_steps=4,
+                      buffer_capacity=64), seed=0, sinks=[sink])  # fmt: skip
+    trainer.run(12)
+    assert all(np.array_equal(a, [1.5]) for a in sink.actions)
+    stored = np.asarray(trainer.learner.replay.data["action"])[:12]
+    live = stored[np.asarray(trainer.learner.replay.next)[:12] != -2]
+    np.testing.assert_allclose(live, 1.5 / 2.0)  # Pendulum's [-2, 2] mapped to [-1, 1]
+    # a human chose it (acted_by 1), so the steps also went to the intervention segment
+    assert int(trainer.learner.replay.size[2]) > 0
+
+
+def test_async_actor_never_waits_for_a_blocked_learner(sac: SAC) -> None:
+    trainer = AsyncTrainer(_pendulum(), sac, LoopConfig(warmup_steps=5, buffer_capacity=256),
+                           seed=0)  # fmt: skip
+    release = threading.Event()
+    real_update = trainer.learner.update
+
+    def blocked_update():
+        release.wait(timeout=60)
+        return real_update()
+
+    trainer.learner.update = blocked_update  # type: ignore[method-assign]
+    try:
+        trainer.run(60)  # would hang if the actor waited for the learner
+        assert trainer.env_steps == 60 and trainer.learner.version == 0
+        release.set()
+        for _ in range(3000):  # the first update compiles; a loaded CI machine is slow
+            if trainer.learner.version > 0:
+                break
+            threading.Event().wait(0.1)
+        assert trainer.learner.version > 0
+        trainer.run(5)  # the actor picks up the published params
+        assert trainer.policy.version == trainer.learner.version or trainer.policy.version > 0
+    finally:
+        release.set()
+        trainer.close()
 
 
 def test_nonfinite_updates_stop_the_run() -> None:
-    env = FakeDictEnv(nan_reward=True)
-    sac = _make_sac(env, SACConfig(hidden_dims=(32,), num_critics=2, utd=1, batch_size=32,
-                                   max_nonfinite_updates=3))  # fmt: skip
-    trainer = Trainer(env, sac, seed=0, warmup_steps=2, buffer_capacity=50)
+    class NanReward(gym.Wrapper):
+        def step(self, action):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            return obs, float("nan"), terminated, truncated, info
+
+    env = NanReward(_pendulum())
+    config = SACConfig(hidden_dims=(32,), num_critics=2, utd=1, batch_size=32)
+    sac = SAC(ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space),
+              config)  # fmt: skip
+    trainer = Trainer(env, sac, LoopConfig(warmup_steps=2, buffer_capacity=50,
+                      max_nonfinite_updates=3), seed=0)  # fmt: skip
     before = _leaves(trainer.state.critic_params)
     with pytest.raises(RuntimeError, match="3 consecutive update blocks had non-finite"):
         trainer.run(20)
-    assert trainer.env_steps == 4
-    assert trainer.last_metrics["update/nonfinite"] == 1.0
+    assert trainer.env_steps == 4  # ready after 2 steps (warm-up): blocks at steps 2, 3, 4
     for a, b in zip(before, _leaves(trainer.state.critic_params), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
-def test_bad_spaces_are_clear_errors(pendulum_sac: SAC) -> None:
-    class DiscreteEnv(FakeDictEnv):
-        def __init__(self) -> None:
-            super().__init__()
-            self.action_space = gym.spaces.Discrete(3)
-
-    with pytest.raises(TypeError, match="SAC needs a continuous Box action space"):
-        Trainer(DiscreteEnv(), pendulum_sac, seed=0)
-    tuple_env = FakeDictEnv()
-    tuple_env.observation_space = gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,)),))
-    with pytest.raises(TypeError, match="supported"):
-        Trainer(tuple_env, pendulum_sac, seed=0)
+def test_env_that_does_not_match_the_learner_is_a_clear_error(sac: SAC) -> None:
+    env = gym.make("MountainCarContinuous-v0")
     with pytest.raises(ValueError, match=r"differ from sac\.obs_spec"):
-        Trainer(FakeDictEnv(), pendulum_sac, seed=0)
-
-
-def test_pretraining_clones_the_demos_before_the_first_step() -> None:
-    env = _pendulum()
-    config = SACConfig(hidden_dims=(32, 32), num_critics=2, utd=1, batch_size=32, n_step=2,
-                       pretrain_steps=200, actor_lr=3e-3, bc_weight=1.0)  # fmt: skip
-    sac = _make_sac(env, config)
-    rng = np.random.default_rng(0)
-    demos = ReplayBuffer(3, 1, capacity=40, n_step=2, gamma=config.gamma)
-    obs = rng.uniform(-1, 1, (21, 3))
-    demos.add_episode(obs, np.full((20, 1), 0.4), np.ones(20), np.zeros(20), np.zeros(20))
-    fresh = Trainer(env, sac, seed=0, warmup_steps=3, buffer_capacity=64)
-    trainer = Trainer(env, sac, seed=0, warmup_steps=3, buffer_capacity=64, demos=demos)
-    mode = np.asarray(sac.mode_fn(trainer.state.actor_params, obs[:20]))
-    np.testing.assert_allclose(mode, 0.4, atol=0.05)
-    assert trainer.last_metrics["actor/bc_mse"] < 0.01
-    assert fresh.last_metrics == {}  # no demos: nothing to pretrain on
-    assert (trainer.env_steps, trainer.updates) == (0, 0)
-    trainer.run(6)
-    assert np.isfinite(trainer.last_metrics["actor/bc_mse"])  # the BC term runs online too
+        Trainer(env, sac, LoopConfig(), seed=0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from handrail.learners import losses
-from handrail.learners.replay import Batch
+from handrail.learners.losses import Batch
 
 BATCH = Batch(
     obs=jnp.zeros((2, 3)),
@@ -18,8 +18,11 @@ BATCH = Batch(
     reward=jnp.array([1.0, -0.5]),
     discount=jnp.array([0.9, 0.0]),  # second row terminated
     next_obs=jnp.zeros((2, 3)),
+    online=jnp.array([False, True]),  # the first row is a demonstration
 )
 LOG_PROB = -0.7
+NEXT_ACTION = jnp.full((2, 1), 0.5)
+NEXT_LOG_PROB = jnp.full((2,), LOG_PROB)
 
 
 def constant_policy(params, obs, key):
@@ -39,8 +42,8 @@ def test_critic_loss_matches_hand_computation(backup_entropy: bool) -> None:
     target = {"q": jnp.array([2.0, 3.0, 5.0]), "w": jnp.zeros(3)}
     alpha = 0.5
     loss, metrics = losses.critic_loss(
-        critic, target, {"scale": 1.0}, jnp.asarray(alpha), BATCH, jax.random.PRNGKey(0),
-        policy_fn=constant_policy, critic_fn=constant_critic, critic_subset=3,
+        critic, target, jnp.asarray(alpha), BATCH, NEXT_ACTION, NEXT_LOG_PROB,
+        jax.random.PRNGKey(0), critic_fn=constant_critic, critic_subset=3,
         backup_entropy=backup_entropy,
     )  # fmt: skip
     # min over all 3 target critics = 2; soft value = 2 - 0.5 * (-0.7) = 2.35
@@ -55,8 +58,8 @@ def test_critic_loss_gradient_flows_only_into_online_critic() -> None:
     critic = {"q": jnp.array([1.0, 2.0]), "w": jnp.zeros(2)}
     target = {"q": jnp.array([2.0, 3.0]), "w": jnp.zeros(2)}
     grads = jax.grad(lambda tp: losses.critic_loss(
-        critic, tp, {"scale": 1.0}, jnp.asarray(0.1), BATCH, jax.random.PRNGKey(0),
-        policy_fn=constant_policy, critic_fn=constant_critic, critic_subset=2,
+        critic, tp, jnp.asarray(0.1), BATCH, NEXT_ACTION, NEXT_LOG_PROB, jax.random.PRNGKey(0),
+        critic_fn=constant_critic, critic_subset=2,
     )[0])(target)  # fmt: skip
     assert float(jnp.abs(grads["q"]).sum()) == 0.0
 
@@ -64,7 +67,7 @@ def test_critic_loss_gradient_flows_only_into_online_critic() -> None:
 def test_actor_loss_matches_hand_computation() -> None:
     critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
     loss, metrics = losses.actor_loss(
-        {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+        {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH, jax.random.PRNGKey(0),
         policy_fn=constant_policy, critic_fn=constant_critic,
     )  # fmt: skip
     # a = 0.5: Q = (1 + 1, 3 + 2) -> mean 3.5; loss = 0.2 * (-0.7) - 3.5
@@ -72,7 +75,7 @@ def test_actor_loss_matches_hand_computation() -> None:
     assert float(metrics["actor/entropy"]) == pytest.approx(0.7)
     # d loss / d scale = -mean_i w_i * 0.5 = -1.5: the actor moves towards larger Q.
     grad = jax.grad(lambda p: losses.actor_loss(
-        p, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
+        p, critic, jnp.asarray(0.2), BATCH, jax.random.PRNGKey(0),
         policy_fn=constant_policy, critic_fn=constant_critic,
     )[0])({"scale": 1.0})  # fmt: skip
     assert float(grad["scale"]) == pytest.approx(-1.5)
@@ -112,10 +115,11 @@ def test_polyak_is_exact() -> None:
 def test_subset_evaluation_equals_full_ensemble_min() -> None:
     critic = {"q": jnp.array([1.0, 2.0, 4.0, 0.5]), "w": jnp.zeros(4)}
     target = {"q": jnp.array([2.0, 3.0, 5.0, 7.0]), "w": jnp.array([1.0, -1.0, 0.0, 2.0])}
-    kwargs = {"policy_fn": constant_policy, "critic_fn": constant_critic, "critic_subset": 2}
+    kwargs = {"critic_fn": constant_critic, "critic_subset": 2}
     values = set()
     for seed in range(12):
-        args = (critic, target, {"scale": 1.0}, jnp.asarray(0.3), BATCH, jax.random.PRNGKey(seed))
+        args = (critic, target, jnp.asarray(0.3), BATCH, NEXT_ACTION, NEXT_LOG_PROB,
+                jax.random.PRNGKey(seed))  # fmt: skip
         full, _ = losses.critic_loss(*args, **kwargs)
         subset, _ = losses.critic_loss(*args, **kwargs, subset_critic_fn=constant_critic)
         assert float(full) == pytest.approx(float(subset), rel=1e-6)
@@ -130,13 +134,14 @@ def constant_mode(params, obs):
 
 def test_actor_loss_bc_term_matches_hand_computation() -> None:
     critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
-    demo_action = jnp.array([[-0.5]])  # one demo row (the first row of BATCH.obs)
+    # the demo row (online False) has action -0.5; the online row's action must not matter
+    batch = BATCH._replace(action=jnp.array([[-0.5], [9.0]]))
 
     def loss_fn(params, weight):
         return losses.actor_loss(
-            params, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
-            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=weight, num_demo=1,
-            demo_action=demo_action, mode_fn=constant_mode,
+            params, critic, jnp.asarray(0.2), batch, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=weight,
+            mode_fn=constant_mode,
         )  # fmt: skip
 
     loss, metrics = loss_fn({"scale": 1.0}, 0.4)
@@ -155,6 +160,19 @@ def test_actor_loss_bc_without_mode_fn_is_a_clear_error() -> None:
     critic = {"q": jnp.array([1.0]), "w": jnp.array([0.0])}
     with pytest.raises(ValueError, match="mode_fn"):
         losses.actor_loss(
-            {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH.obs, jax.random.PRNGKey(0),
-            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=1.0, num_demo=1,
+            {"scale": 1.0}, critic, jnp.asarray(0.2), BATCH, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=1.0,
         )  # fmt: skip
+
+
+def test_entropy_metrics_split_online_and_offline_rows() -> None:
+    def policy(params, obs, key):  # log-prob -1 on the demo row, -3 on the online row
+        return jnp.zeros((2, 1)), jnp.array([-1.0, -3.0])
+
+    critic = {"q": jnp.array([0.0]), "w": jnp.array([0.0])}
+    _, metrics = losses.actor_loss({"scale": 1.0}, critic, jnp.asarray(0.2), BATCH,
+                                   jax.random.PRNGKey(0), policy_fn=policy,
+                                   critic_fn=constant_critic)  # fmt: skip
+    assert float(metrics["actor/entropy"]) == pytest.approx(2.0)
+    assert float(metrics["actor/entropy_online"]) == pytest.approx(3.0)
+    assert float(metrics["actor/entropy_offline"]) == pytest.approx(1.0)

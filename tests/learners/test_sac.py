@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from handrail.learners.replay import Batch
+from handrail.learners.losses import Batch
 from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
-OBS_DIM, ACT_DIM, UTD, BATCH = 4, 2, 3, 32
+OBS_DIM, ACT_DIM, UTD, BATCH, N_DEMO = 4, 2, 3, 32, 8
 
 
 def _sac(**overrides) -> SAC:
@@ -37,6 +37,7 @@ def _batch(seed: int = 0, utd: int = UTD) -> Batch:
         reward=rng.normal(size=shape).astype(np.float32),
         discount=np.full(shape, 0.99, np.float32),
         next_obs=rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        online=np.broadcast_to(np.arange(BATCH) >= N_DEMO, shape),  # the first rows are demos
     )
 
 
@@ -45,20 +46,26 @@ def _leaves(tree) -> list[np.ndarray]:
 
 
 def test_scan_equals_python_loop(sac: SAC) -> None:
+    """The block's scan equals critic steps one by one, each with its own minibatch, the next
+    actions drawn for the whole block up front, then one actor step on the last minibatch."""
     state = sac.init(jax.random.PRNGKey(0))
     batch = jax.tree_util.tree_map(jnp.asarray, _batch())
     scanned, metrics = sac.update(state, batch)
-    looped = state
+    rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+    key_next, key_subset = jax.random.split(key_critic)
+    next_action, next_log_prob = sac.policy_fn(state.actor_params, batch.next_obs, key_next)
+    subset_keys = jax.random.split(key_subset, UTD)
+    looped = state.replace(rng=rng)
     critic_step, actor_step = jax.jit(sac.critic_step), jax.jit(sac.actor_step)
     for i in range(UTD):
-        looped, _ = critic_step(looped, jax.tree_util.tree_map(lambda x, i=i: x[i], batch))
-    looped, _ = actor_step(looped, jax.tree_util.tree_map(lambda x: x[-1], batch))
+        minibatch = jax.tree_util.tree_map(lambda x, i=i: x[i], batch)
+        looped, _ = critic_step(looped, (minibatch, next_action[i], next_log_prob[i],
+                                         subset_keys[i]))  # fmt: skip
+    looped, _ = actor_step(looped, jax.tree_util.tree_map(lambda x: x[-1], batch), key_actor)
     for a, b in zip(_leaves(scanned), _leaves(looped), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert int(scanned.step) == 1
     assert float(metrics["update/nonfinite"]) == 0.0
-    for key in ("critic/loss", "actor/loss", "actor/entropy", "temperature/value"):
-        assert np.isfinite(float(metrics[key]))
 
 
 def test_update_changes_every_trained_part(sac: SAC) -> None:
@@ -93,9 +100,10 @@ def test_bc_term_pulls_the_deterministic_action_towards_demo_actions() -> None:
         return float(np.mean((np.asarray(learner.mode_fn(s.actor_params, demo_obs)) - 0.5) ** 2))
 
     with_bc, without_bc = state, state
+    plain_learner = _sac(utd=1, actor_lr=1e-2)
     for _ in range(20):
-        with_bc, metrics = learner.update(with_bc, batch, num_demo=8)
-        without_bc, plain = learner.update(without_bc, batch)
+        with_bc, metrics = learner.update(with_bc, batch)
+        without_bc, plain = plain_learner.update(without_bc, batch)
     assert "actor/bc_mse" in metrics and "actor/bc_mse" not in plain
     assert bc_error(with_bc) < 0.05 < bc_error(state)
     assert bc_error(with_bc) < bc_error(without_bc)
@@ -128,6 +136,27 @@ def test_temperature_moves_towards_target_entropy(target_entropy: float, directi
     assert float(metrics["temperature/value"]) == pytest.approx(1.0)
 
 
+def test_temperature_follows_the_entropy_of_the_configured_rows() -> None:
+    """A target between the online rows' entropy and all rows' moves alpha opposite ways."""
+    probe = _sac(utd=1)
+    state = probe.init(jax.random.PRNGKey(0))
+    batch = jax.tree_util.tree_map(lambda x: x[0], _batch(utd=1))
+    # Demo rows far from the online ones, so their entropy estimates differ.
+    batch = batch._replace(obs=np.where(batch.online[:, None], batch.obs, 5.0 * batch.obs))
+    _, metrics = probe.actor_step(state, batch, jax.random.PRNGKey(1))
+    online, overall = float(metrics["actor/entropy_online"]), float(metrics["actor/entropy"])
+    assert online != overall
+    target = (online + overall) / 2
+    changes = {}
+    for rows in ("all", "online"):
+        learner = _sac(utd=1, entropy_rows=rows, target_entropy=target, temperature_lr=1e-2)
+        new, _ = learner.actor_step(state, batch, jax.random.PRNGKey(1))
+        changes[rows] = float(new.log_temperature - state.log_temperature)
+    # alpha falls when the measured entropy is above the target and rises when it is below
+    assert np.sign(changes["online"]) == np.sign(target - online)
+    assert np.sign(changes["all"]) == np.sign(target - overall) == -np.sign(changes["online"])
+
+
 def test_default_target_entropy_is_minus_half_action_dim(sac: SAC) -> None:
     assert sac.target_entropy == -ACT_DIM / 2
 
@@ -137,8 +166,9 @@ def test_nonfinite_loss_leaves_state_unchanged(sac: SAC) -> None:
     bad = _batch()._replace(reward=np.full((UTD, BATCH), np.nan, np.float32))
     new, metrics = sac.update(state, bad)
     assert float(metrics["update/nonfinite"]) == 1.0
-    for a, b in zip(_leaves(state), _leaves(new), strict=True):
+    for a, b in zip(_leaves(state.replace(rng=new.rng)), _leaves(new), strict=True):
         np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(np.asarray(state.rng), np.asarray(new.rng))  # the next draw differs
     _, ok = sac.update(state, _batch())
     assert float(ok["update/nonfinite"]) == 0.0
 
@@ -163,9 +193,8 @@ def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
         ("num_critics", 0),
         ("gamma", 1.5),
         ("utd", 0),
-        ("demo_ratio", -0.1),
         ("bc_weight", -1.0),
-        ("pretrain_steps", -1),
+        ("entropy_rows", "demos"),
     ],
 )
 def test_config_validation_names_the_field(field: str, value: object) -> None:

@@ -21,8 +21,15 @@ def _dict_space() -> gym.spaces.Dict:
     )
 
 
-def test_dict_space_skips_images_and_flattens_in_key_order() -> None:
-    spec = ObsSpec.from_space(_dict_space())
+def test_an_image_key_is_an_error_naming_it_unless_ignored() -> None:
+    with pytest.raises(TypeError, match=r"'front' is a uint8 camera image.*--ignore-obs-keys front"):
+        ObsSpec.from_space(_dict_space())
+    with pytest.raises(ValueError, match=r"cannot ignore \['wrist'\]"):
+        ObsSpec.from_space(_dict_space(), ignore=("wrist",))
+
+
+def test_dict_space_flattens_in_key_order() -> None:
+    spec = ObsSpec.from_space(_dict_space(), ignore=("front",))
     assert "front" not in spec.keys
     assert spec.dim == 7
     obs = {"proprio": np.array([1, 2, 3]), "object": np.array([[4, 5], [6, 7]]), "front": None}
@@ -33,7 +40,7 @@ def test_dict_space_skips_images_and_flattens_in_key_order() -> None:
 
 
 def test_flatten_batch_keeps_leading_dims() -> None:
-    spec = ObsSpec.from_space(_dict_space())
+    spec = ObsSpec.from_space(_dict_space(), ignore=("front",))
     batch = {"proprio": np.zeros((4, 5, 3)), "object": np.ones((4, 5, 2, 2))}
     flat = spec.flatten(batch)
     assert flat.shape == (4, 5, 7)
@@ -52,7 +59,7 @@ def test_box_space_and_array_input() -> None:
 
 
 def test_missing_key_is_a_clear_error() -> None:
-    spec = ObsSpec.from_space(_dict_space())
+    spec = ObsSpec.from_space(_dict_space(), ignore=("front",))
     with pytest.raises(ValueError, match="object"):
         spec.flatten({"proprio": np.zeros(3)})
 
@@ -67,7 +74,7 @@ def test_missing_key_is_a_clear_error() -> None:
     ],
 )
 def test_unsupported_observation_spaces_raise_type_error(space: gym.Space) -> None:
-    with pytest.raises(TypeError, match=r"supported|image"):
+    with pytest.raises(TypeError, match=r"supported|image|cannot use"):
         ObsSpec.from_space(space)
 
 
@@ -91,7 +98,7 @@ def test_action_scaling_round_trip() -> None:
 
 
 def test_json_round_trip() -> None:
-    obs = ObsSpec.from_space(_dict_space())
+    obs = ObsSpec.from_space(_dict_space(), ignore=("front",))
     act = ActionSpec((-1.0, -2.0), (1.0, 2.0))
     assert ObsSpec.from_json(obs.to_json()) == obs
     assert ActionSpec.from_json(act.to_json()) == act

@@ -1,0 +1,333 @@
+"""The learner: takes Steps from anywhere, runs update blocks, publishes versioned params.
+
+A :class:`Learner` owns the agent state (:class:`~handrail.learners.sac.SACState`), the replay
+(:mod:`handrail.learners.replay`: segments ``online``, ``demos`` and ``interventions``) and the
+counters. It is a :class:`~handrail.control.step.TransitionSink` (``add(step)``) and a
+:class:`~handrail.control.step.ParameterSource` (``latest() -> (version, actor params)``), so
+an actor in the same process, a thread, a Ray worker or a ROS node can feed it and read from it.
+
+Routing (HIL-SERL): every step goes to ``online``; a step a human chose also goes to
+``interventions``, which is sampled together with ``demos`` as the offline half of every batch
+(``LoopConfig.offline_ratio``). A run of intervened steps ends with its next observation as a
+final row, so intervention segments bootstrap like truncated episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jax
+import numpy as np
+
+from handrail.control.step import ActedBy, Step
+from handrail.learners import replay
+from handrail.learners.losses import Batch
+from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
+from handrail.learners.sac import SAC, SACState
+
+ONLINE, DEMOS, INTERVENTIONS = "online", "demos", "interventions"
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How training is run around the learner (the algorithm's own settings are SACConfig)."""
+
+    warmup_steps: int = 1000
+    """Env steps of uniformly random actions before the first update."""
+    buffer_capacity: int = 1_000_000
+    """Rows of the online replay (one per env step plus one per episode end)."""
+    intervention_capacity: int = 100_000
+    """Rows of the intervention replay (human-chosen steps)."""
+    offline_ratio: float = 0.5
+    """Share of every minibatch drawn from demonstrations + interventions when there are any."""
+    pretrain_steps: int = 0
+    """Offline-only steps (critic + BC actor) on the demonstrations before the first update."""
+    max_nonfinite_updates: int = 10
+    """Consecutive non-finite update blocks after which training stops with an error."""
+    mode: Literal["fused", "async"] = "fused"
+    """fused: one jitted call per env step (fast, one process); async: the learner updates in
+    its own thread and the actor never waits for it (robots, envs slower than an update)."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "warmup_steps": self.warmup_steps >= 0,
+            "buffer_capacity": self.buffer_capacity >= 2,
+            "intervention_capacity": self.intervention_capacity >= 2,
+            "offline_ratio": 0.0 <= self.offline_ratio <= 1.0,
+            "pretrain_steps": self.pretrain_steps >= 0,
+            "max_nonfinite_updates": self.max_nonfinite_updates >= 1,
+            "mode": self.mode in ("fused", "async"),
+        }
+        bad = [f"{name}={getattr(self, name)!r}" for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(
+                f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain >= 0, capacities "
+                ">= 2, offline_ratio in [0, 1], max_nonfinite_updates >= 1, mode fused|async)"
+            )
+
+
+def replay_layout(sac: SAC, config: LoopConfig, demo_rows: int) -> ReplayLayout:
+    """The learner's replay: the flat state, the action, and its three segments."""
+    fields = (
+        ReplayField("obs", (sac.obs_spec.dim,), "float32"),
+        ReplayField("action", (sac.action_spec.dim,), "float32", "step"),
+    )
+    segments = (
+        (ONLINE, config.buffer_capacity),
+        (DEMOS, max(demo_rows, 2)),
+        (INTERVENTIONS, config.intervention_capacity),
+    )
+    return ReplayLayout(fields, segments, n_step=sac.config.n_step, gamma=sac.config.gamma)
+
+
+def to_batch(sample: replay.Sample) -> Batch:
+    """The SAC minibatch of a replay sample (group 0 is the online group)."""
+    return Batch(
+        obs=sample.obs["obs"],
+        action=sample.step["action"],
+        reward=sample.reward,
+        discount=sample.discount,
+        next_obs=sample.next_obs["obs"],
+        online=sample.group == 0,
+    )
+
+
+class Learner:
+    """Replay + agent state + counters; see the module docstring.
+
+    Attributes:
+        state: the agent state.
+        replay: the replay state.
+        steps: env steps received.
+        updates: critic steps run (``utd`` per update block).
+        version: update blocks run (the version of the published params).
+    """
+
+    def __init__(
+        self,
+        sac: SAC,
+        config: LoopConfig,
+        *,
+        seed: int,
+        demos: Rows | None = None,
+    ) -> None:
+        self.sac, self.config = sac, config
+        demo_rows = 0 if demos is None else len(np.asarray(demos.valid))
+        self.layout = replay_layout(sac, config, demo_rows)
+        batch = sac.config.batch_size
+        self.mixture = Mixture.symmetric(
+            batch, config.offline_ratio, (ONLINE,), (DEMOS, INTERVENTIONS)
+        )
+        # Pretraining draws demonstrations only (reported as group 0; its BC step uses them all).
+        self.pretrain_mixture = Mixture((((DEMOS,), batch),))
+        self.state: SACState = sac.init(jax.random.PRNGKey(seed))
+        self.replay: ReplayState = replay.init(self.layout)
+        if demos is not None:
+            self.replay = replay.insert(self.layout, self.replay, self.layout.segment(DEMOS), demos)
+        self.has_demos = demos is not None
+        self.steps = self.updates = self.version = 0
+        self.pretrained = False
+        self.nonfinite_streak = 0
+        self.metrics: dict[str, Any] = {}
+        self.lock = threading.RLock()
+        self._staged: list[Step] = []
+        self._first_online: dict[int, bool] = {}  # the actor's next step starts an episode
+        self._in_intervention: dict[int, bool] = {}  # the actor is inside a human run
+        self._dim = sac.obs_spec.dim
+
+    # -- TransitionSink / ParameterSource -----------------------------------------------------
+    def add(self, step: Step) -> None:
+        """Stage one step; it is inserted at the next :meth:`update` (or :meth:`flush`)."""
+        self._staged.append(step)
+        self.steps += 1
+
+    def latest(self) -> tuple[int, Any]:
+        """``(version, actor params)`` of the newest update block (version 0 before any)."""
+        return self.version, self.state.actor_params
+
+    # -- inserting ----------------------------------------------------------------------------
+    def rows_of(self, steps: Sequence[Step]) -> dict[str, list[dict[str, Any]]]:
+        """The replay rows of some steps, per segment (see the module docstring)."""
+        out: dict[str, list[dict[str, Any]]] = {ONLINE: [], INTERVENTIONS: []}
+        spec, aspec = self.sac.obs_spec, self.sac.action_spec
+        for step in steps:
+            actor = step.actor_id
+            transition = {
+                "obs": spec.flatten(step.obs),
+                "action": aspec.from_env(step.action),
+                "reward": step.reward,
+                "terminated": step.terminated,
+                "actor": actor,
+            }
+            end = {"obs": spec.flatten(step.next_obs), "final": True, "actor": actor}
+            out[ONLINE].append({**transition, "first": self._first_online.get(actor, True)})
+            self._first_online[actor] = step.done
+            if step.done:
+                out[ONLINE].append(end)
+            human = step.acted_by == ActedBy.HUMAN
+            open_run = self._in_intervention.get(actor, False)
+            if open_run and not human:  # the run ended: its next observation closes it
+                out[INTERVENTIONS].append(
+                    {"obs": spec.flatten(step.obs), "final": True, "actor": actor}
+                )
+            if human:
+                out[INTERVENTIONS].append({**transition, "first": not open_run})
+                if step.done:
+                    out[INTERVENTIONS].append(end)
+            self._in_intervention[actor] = human and not step.done
+        return out
+
+    def pack(self, items: list[dict[str, Any]], size: int | None = None) -> Rows:
+        """Rows from row dicts, padded with invalid rows to ``size``."""
+        size = len(items) if size is None else size
+        adim = self.sac.action_spec.dim
+        obs = np.zeros((size, self._dim), np.float32)
+        action = np.zeros((size, adim), np.float32)
+        reward = np.zeros(size, np.float32)
+        flags = np.zeros((4, size), bool)  # terminated, final, first, valid
+        actor = np.zeros(size, np.int32)
+        for i, item in enumerate(items):
+            obs[i] = item["obs"]
+            if "action" in item:
+                action[i] = item["action"]
+                reward[i] = item["reward"]
+            flags[:, i] = (item.get("terminated", False), item.get("final", False),
+                           item.get("first", False), True)  # fmt: skip
+            actor[i] = item["actor"]
+        return Rows(data={"obs": obs, "action": action}, reward=reward, terminated=flags[0],
+                    final=flags[1], first=flags[2], actor=actor, valid=flags[3])  # fmt: skip
+
+    def take_staged(self) -> tuple[Rows, Rows | None]:
+        """The staged steps as (online rows padded to 2 per step, intervention rows or None)."""
+        steps, self._staged = self._staged, []
+        per_segment = self.rows_of(steps)
+        online = self.pack(per_segment[ONLINE], 2 * max(len(steps), 1))
+        interventions = per_segment[INTERVENTIONS]
+        return online, (self.pack(interventions) if interventions else None)
+
+    def flush(self) -> None:
+        """Insert every staged step into the replay."""
+        if not self._staged:
+            return
+        online, interventions = self.take_staged()
+        self._insert_interventions(interventions)
+        self.replay = replay.insert(self.layout, self.replay, 0, online)
+
+    def _insert_interventions(self, rows: Rows | None) -> None:
+        if rows is not None:
+            seg = self.layout.segment(INTERVENTIONS)
+            self.replay = replay.insert(self.layout, self.replay, seg, rows)
+
+    # -- updating -----------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """Enough online steps for updates (warm-up done and at least one complete row)."""
+        return self.steps >= max(self.config.warmup_steps, self.sac.config.n_step + 1)
+
+    def pretrain(self) -> None:
+        """The offline-only steps before the first update (once; a resumed run skips them)."""
+        if self.pretrained:
+            return
+        self.pretrained = True
+        if self.config.pretrain_steps > 0 and self.has_demos:
+            self.state, metrics = _pretrain_jit(
+                self.sac, self.layout, self.pretrain_mixture, self.config.pretrain_steps,
+                self.state, self.replay,
+            )  # fmt: skip
+            self.metrics = dict(metrics)
+
+    def update(self) -> dict[str, Any]:
+        """Insert staged steps, then (when :attr:`ready`) run one update block and publish."""
+        with self.lock:
+            self.flush()
+            if not self.ready:
+                return {}
+            self.pretrain()
+            self.state, metrics = _update_jit(self.sac, self.layout, self.mixture, self.state,
+                                              self.replay)  # fmt: skip
+            self.after_block(metrics)
+            return metrics
+
+    def after_block(self, metrics: dict[str, Any]) -> None:
+        """Count a finished update block and stop a run whose losses keep going non-finite."""
+        self.metrics = metrics
+        self.updates += self.sac.config.utd
+        self.version += 1
+        flag = float(metrics["update/nonfinite"])
+        self.nonfinite_streak = self.nonfinite_streak + 1 if flag > 0 else 0
+        limit = self.config.max_nonfinite_updates
+        if self.nonfinite_streak >= limit:
+            raise RuntimeError(
+                f"{self.nonfinite_streak} consecutive update blocks had non-finite losses "
+                f"(max_nonfinite_updates={limit}); each was skipped. Check the env's "
+                "rewards and observations for NaN/inf, or lower the learning rates"
+            )
+
+    @property
+    def last_metrics(self) -> dict[str, float]:
+        """Metrics of the latest update block (or of pretraining), as floats."""
+        return {k: float(v) for k, v in self.metrics.items()}
+
+    # -- save / load --------------------------------------------------------------------------
+    def counters(self) -> dict[str, Any]:
+        """JSON-able counters saved with a checkpoint."""
+        return {
+            "steps": self.steps,
+            "updates": self.updates,
+            "version": self.version,
+            "pretrained": self.pretrained,
+            "nonfinite_streak": self.nonfinite_streak,
+            "first_online": {str(k): v for k, v in self._first_online.items()},
+            "in_intervention": {str(k): v for k, v in self._in_intervention.items()},
+        }
+
+    def restore(self, state: SACState, replay_state: ReplayState, counters: dict[str, Any]) -> None:
+        """Adopt a saved state, replay and counters (checked by the caller)."""
+        self.state, self.replay = state, replay_state
+        self.steps, self.updates = counters["steps"], counters["updates"]
+        self.version, self.pretrained = counters["version"], counters["pretrained"]
+        self.nonfinite_streak = counters["nonfinite_streak"]
+        self._first_online = {int(k): v for k, v in counters["first_online"].items()}
+        self._in_intervention = {int(k): v for k, v in counters["in_intervention"].items()}
+        self._staged = []
+
+
+# Jitted bodies live at module level with the learner as a static argument, so every Learner
+# built on the same SAC shares one compilation (tests and resumes build several).
+
+
+def update_block(
+    sac: SAC, layout: ReplayLayout, mixture: Mixture, state: SACState, replay_state: ReplayState
+) -> tuple[SACState, dict[str, jax.Array]]:
+    """Sample ``utd`` minibatches from the replay and run one update block on them."""
+    rng, key = jax.random.split(state.rng)
+    sample = replay.sample(layout, replay_state, key, mixture, (sac.config.utd,))
+    return sac.update_fn(dataclasses.replace(state, rng=rng), to_batch(sample))
+
+
+_update_jit = jax.jit(update_block, static_argnums=(0, 1, 2))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _pretrain_jit(
+    sac: SAC,
+    layout: ReplayLayout,
+    mixture: Mixture,
+    steps: int,
+    state: SACState,
+    replay_state: ReplayState,
+) -> tuple[SACState, dict[str, jax.Array]]:
+    """``steps`` offline-only steps (critic + BC actor), sampled on device."""
+
+    def body(state: SACState, _: None) -> tuple[SACState, dict[str, jax.Array]]:
+        rng, key = jax.random.split(state.rng)
+        batch = to_batch(replay.sample(layout, replay_state, key, mixture))
+        return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
+
+    state, metrics = jax.lax.scan(body, state, None, length=steps)
+    return state, {k: v[-1] for k, v in metrics.items()}
