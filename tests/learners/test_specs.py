@@ -32,6 +32,18 @@ def test_dict_space_skips_images_and_flattens_in_key_order() -> None:
     assert flat.dtype == np.float32
 
 
+def test_grey_and_rgba_images_are_skipped_but_other_uint8_arrays_are_state() -> None:
+    space = gym.spaces.Dict(
+        {
+            "grey": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
+            "rgba": gym.spaces.Box(0, 255, (8, 8, 4), np.uint8),
+            "counts": gym.spaces.Box(0, 255, (2, 2, 2), np.uint8),
+        }
+    )
+    spec = ObsSpec.from_space(space)
+    assert spec.keys == ("counts",) and spec.dim == 8
+
+
 def test_flatten_batch_keeps_leading_dims() -> None:
     spec = ObsSpec.from_space(_dict_space())
     batch = {"proprio": np.zeros((4, 5, 3)), "object": np.ones((4, 5, 2, 2))}
