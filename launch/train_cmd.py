@@ -170,7 +170,7 @@ def _jax_monitor(cfg: ResolvedConfig, eval_env: gym.Env, run: Any, trainer: Any,
     import jax
 
     from handrail.learners.checkpoint import save_checkpoint
-    from handrail.learners.evaluation import evaluate
+    from handrail.learners.evaluation import env_fps, evaluate
     from handrail.learners.runlog import RunMonitor
 
     obs_spec, action_spec = sac.obs_spec, sac.action_spec
@@ -191,7 +191,7 @@ def _jax_monitor(cfg: ResolvedConfig, eval_env: gym.Env, run: Any, trainer: Any,
     return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every,
                       evaluate=run_eval, save_latest=save_latest,
                       save_best=save_best, start_steps=trainer.env_steps, progress=progress,
-                      stop_at_success=cfg.stop_at_success)  # fmt: skip
+                      stop_at_success=cfg.stop_at_success, video_fps=env_fps(eval_env))  # fmt: skip
 
 
 def _jax_loop(trainer: Any, monitor: Any, steps: int, boundary: list[bool],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from handrail.learners.evaluation import EvalResult, episode_success, evaluate
+from handrail.learners.evaluation import EvalResult, env_fps, episode_success, evaluate
 from handrail.learners.runlog import RunDir, RunMonitor
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -168,6 +168,7 @@ def train_sb3(
         evaluate=_evaluator(model, obs_spec, eval_env, eval_episodes, seed, video, success_key),
         save_latest=lambda: save(run.latest_dir),
         save_best=lambda: save(run.best_dir),
+        video_fps=env_fps(eval_env),
         progress=progress,
         stop_at_success=stop_at_success,
     )

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from handrail.learners.evaluation import EvalResult, episode_success, evaluate, wilson_interval
+from handrail.learners.evaluation import (
+    DEFAULT_VIDEO_FPS,
+    EvalResult,
+    env_fps,
+    episode_success,
+    evaluate,
+    wilson_interval,
+)
 
 
 class CoinEnv(gym.Env):
@@ -101,3 +109,16 @@ def test_evaluate_records_video_frames_of_first_episode_only() -> None:
 def test_video_needs_rgb_array_render_mode() -> None:
     with pytest.raises(ValueError, match="render_mode='rgb_array'"):
         evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=1, seed=0, video=True)
+
+
+def test_env_fps_is_the_control_rate_then_render_fps_then_the_default() -> None:
+    class TenHz(CoinEnv):
+        control_dt_s = 0.1
+        metadata: ClassVar[dict[str, Any]] = {"render_fps": 50}  # control_dt_s wins over it
+
+    class Rendered(CoinEnv):
+        metadata: ClassVar[dict[str, Any]] = {"render_fps": 25}
+
+    assert env_fps(gym.wrappers.TimeLimit(TenHz(), max_episode_steps=3)) == pytest.approx(10.0)
+    assert env_fps(gym.wrappers.TimeLimit(Rendered(), max_episode_steps=3)) == 25.0
+    assert env_fps(CoinEnv()) == DEFAULT_VIDEO_FPS
