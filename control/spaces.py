@@ -13,24 +13,51 @@ correctly. With ``frame="ee"`` the action's deltas are expressed in the end-effe
 ``ee_quat`` (the current orientation) and are rotated into the base frame here; that base-frame
 increment applied on the left equals the ee-frame increment applied on the right
 (``rotvec_to_quat(R v) * q == q * rotvec_to_quat(v)``).
+
+Observations are state vectors or camera images; :func:`is_image` is the one test of which is
+which (the episode store, the learners' specs, replay and the exporters all ask it).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from handrail.control.transforms import quat_conj, quat_normalize, quat_rotate
 
-__all__ = ["ActionConfig", "EeCommand", "decode_action", "encode_action"]
+__all__ = [
+    "IMAGE_CHANNELS",
+    "ActionConfig",
+    "EeCommand",
+    "decode_action",
+    "encode_action",
+    "is_image",
+]
 
 _FRAMES = ("base", "ee")
 _ROTATIONS = ("none", "yaw", "full")
+
+IMAGE_CHANNELS = (1, 3, 4)
+"""Channel counts of an image observation: grey, RGB, RGBA."""
+
+
+def is_image(shape: Sequence[int], dtype: DTypeLike) -> bool:
+    """Whether one observation of this shape and dtype is a camera image.
+
+    An image is uint8 ``(H, W, C)`` with C in :data:`IMAGE_CHANNELS`. Pass the shape of one
+    observation, without leading time or batch dimensions.
+
+    Args:
+        shape: Shape of one observation.
+        dtype: Its dtype (a NumPy dtype or a name such as ``"uint8"``).
+    """
+    return np.dtype(dtype) == np.uint8 and len(shape) == 3 and int(shape[2]) in IMAGE_CHANNELS
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-
 EXECUTED_ACTION_KEY = "executed_action"
 """``info`` key an env (or wrapper) sets when it executed another action than it was given
 (a human override, a safety clip): the actor records that action (env units) as executed."""

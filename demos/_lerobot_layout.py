@@ -46,14 +46,13 @@ def pyarrow_modules() -> Any:
     return pa, pq
 
 
-def is_image(spec: FieldSpec) -> bool:
-    """Whether a field is an HxWx3 uint8 image (exported as a PNG ``image`` feature)."""
-    return str(spec.dtype) == "uint8" and len(spec.shape) == 3 and spec.shape[-1] == 3
+_PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+"""PIL image mode of a PNG, by the image's channel count."""
 
 
 def feature_name(spec: FieldSpec) -> str:
-    """The LeRobot feature an observation field is exported as."""
-    if is_image(spec):
+    """The LeRobot feature an observation field is exported as (images as a PNG ``image``)."""
+    if spec.is_image:
         return f"observation.images.{spec.name}"
     return "observation.state" if spec.name == "proprio" else f"observation.{spec.name}"
 
@@ -66,7 +65,8 @@ def to_numpy(col: Any, ft: dict[str, Any]) -> np.ndarray:
     if ft["dtype"] == "image":
         image = require("PIL.Image", "LeRobot image features")
         raw = col.field("bytes").to_pylist()
-        return np.stack([np.asarray(image.open(io.BytesIO(b)).convert("RGB")) for b in raw])
+        mode = _PNG_MODES.get(_image_channels(ft), "RGB")
+        return np.stack([np.asarray(image.open(io.BytesIO(b)).convert(mode)) for b in raw])
     n = len(col)
     nested = False
     while (
@@ -77,3 +77,9 @@ def to_numpy(col: Any, ft: dict[str, Any]) -> np.ndarray:
         col, nested = col.flatten(), True
     values = np.asarray(col.to_numpy(zero_copy_only=False))
     return values.reshape(n, -1) if nested else values
+
+
+def _image_channels(ft: dict[str, Any]) -> int:
+    """Channel count of an ``image`` feature, stored HWC (handrail) or CHW (``names`` say so)."""
+    shape, names = ft.get("shape") or [0], ft.get("names") or [""]
+    return int(shape[0] if str(names[0]).startswith("channel") else shape[-1])

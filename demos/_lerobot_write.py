@@ -18,7 +18,6 @@ from handrail.demos._lerobot_layout import (
     INDEX_FEATURES,
     STEP_FEATURES,
     feature_name,
-    is_image,
     pyarrow_modules,
     to_numpy,
 )
@@ -34,7 +33,7 @@ from handrail.demos.episodes import (
 def _features(meta: StoreMeta) -> dict[str, dict[str, Any]]:
     feats: dict[str, dict[str, Any]] = {}
     for spec in meta.obs_fields:
-        if is_image(spec):
+        if spec.is_image:
             shape, names = list(spec.shape), ["height", "width", "channels"]
             feats[feature_name(spec)] = {"dtype": "image", "shape": shape, "names": names}
         else:
@@ -51,7 +50,8 @@ def _png(frames: np.ndarray) -> list[bytes]:
     out = []
     for frame in frames:
         buf = io.BytesIO()
-        image.fromarray(frame).save(buf, format="PNG")
+        grey = frame.shape[-1] == 1  # PIL reads a 2-D uint8 array as grey ("L")
+        image.fromarray(frame[..., 0] if grey else frame).save(buf, format="PNG")
         out.append(buf.getvalue())
     return out
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from handrail.control.spaces import is_image
 from handrail.control.step import ActedBy
 from handrail.demos.errors import (
     FieldMismatchError,
@@ -100,8 +101,8 @@ class FieldSpec:
 
     @property
     def is_image(self) -> bool:
-        """True for uint8 HxWxC arrays (C in 1, 3, 4): stored one frame per chunk, sharded."""
-        return self.dtype == "uint8" and len(self.shape) == 3 and self.shape[2] in (1, 3, 4)
+        """True for images (:func:`handrail.control.spaces.is_image`): one frame per chunk, sharded."""
+        return is_image(self.shape, self.dtype)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""

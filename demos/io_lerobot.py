@@ -12,8 +12,8 @@ Layout written and read (a folder):
   ``episode_index``, ``frame_index``, ``index``, ``timestamp`` (= frame_index / fps), ``task_index``;
 - ``meta/stats.json``: min/max/mean/std/count per numeric feature.
 
-State observations map to ``observation.state`` (``proprio``) and ``observation.<key>``; uint8
-HxWx3 images become per-frame ``image`` features (PNG bytes, lossless). Episode final observations
+State observations map to ``observation.state`` (``proprio``) and ``observation.<key>``; images
+(uint8 HxWxC, C in 1, 3, 4) become per-frame ``image`` features (PNG bytes, lossless). Episode final observations
 have no place in LeRobot and are dropped (the last frame's observation stands in on import);
 ``video`` features of foreign datasets are not decoded and are dropped. The handrail field spec is
 kept in ``info.json["handrail"]`` so that a round trip restores names, shapes and units.

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from handrail.control.spaces import is_image
+
 DEFAULT_TOLERANCE = 1e-4
 """Default bound on max |replayed - recorded| for state observations (their units: m, rad, ...).
 
@@ -28,7 +30,7 @@ class KeyDrift:
     mean_abs: float
     """Mean absolute difference over all steps and elements."""
     is_image: bool
-    """True for uint8 HxWx3 images (pixel levels 0-255; not held to the state tolerance)."""
+    """True for images (pixel levels 0-255; not held to the state tolerance)."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +52,17 @@ class EpisodeDrift:
         return max(vals, default=0.0)
 
 
-def is_image(arr: np.ndarray) -> bool:
-    """True for a uint8 array whose trailing shape is HxWx3 (one image or a stack)."""
-    return arr.dtype == np.uint8 and arr.ndim >= 3 and arr.shape[-1] == 3
-
-
 def key_drift(recorded: np.ndarray, replayed: np.ndarray) -> KeyDrift:
-    """Max and mean absolute error between two equally shaped arrays."""
+    """Max and mean absolute error between two equally shaped (steps, ...) observation stacks."""
     rec = np.asarray(recorded)
     rep = np.asarray(replayed)
     if rec.shape != rep.shape:
         raise ValueError(f"shapes differ: recorded {rec.shape} vs replayed {rep.shape}")
+    image = is_image(rec.shape[1:], rec.dtype)
     diff = np.abs(rec.astype(np.float64) - rep.astype(np.float64))
     if diff.size == 0:
-        return KeyDrift(0.0, 0.0, is_image(rec))
-    return KeyDrift(float(diff.max()), float(diff.mean()), is_image(rec))
+        return KeyDrift(0.0, 0.0, image)
+    return KeyDrift(float(diff.max()), float(diff.mean()), image)
 
 
 def episode_drift(

@@ -44,12 +44,9 @@ SBX_UTD20_WHEN_SET = 14.0
 def _make_env(name: str, flatten: bool) -> Any:
     import gymnasium as gym
 
-    if name in ("reach", "pick_cube", "peg_insert", "push"):
-        from handrail import sim
+    from handrail.launch.envs import make_env
 
-        env = sim.make(name)
-    else:
-        env = gym.make(name)
+    env = make_env(name)
     if flatten and isinstance(env.observation_space, gym.spaces.Dict):
         env = gym.wrappers.FlattenObservation(env)
     return env

@@ -71,6 +71,21 @@ COMMANDS: dict[tuple[str, ...], Command] = {
 }
 
 
+_USER_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, FileNotFoundError)
+"""Bad input (config validation, wrong paths): reported as one line, with the episode store's
+:class:`handrail.demos.errors.StoreError` (locked, damaged, mismatched or not a store)."""
+
+
+def _is_user_error(err: Exception) -> bool:
+    """Whether ``err`` is the user's to fix (a bad input or store), not a bug in handrail."""
+    if isinstance(err, _USER_ERRORS):
+        return True
+    # A StoreError exists only if its module was imported. Looking it up rather than importing
+    # it keeps zarr (which `import handrail.demos` loads) out of commands that open no store.
+    store_errors = sys.modules.get("handrail.demos.errors")
+    return store_errors is not None and isinstance(err, store_errors.StoreError)
+
+
 def _resolve(target: str) -> Callable[..., object]:
     module_name, func_name = target.split(":")
     module = importlib.import_module(f"handrail.launch.{module_name}")
@@ -134,10 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prog="handrail " + " ".join(key),
                 description=command.summary,
             )
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        # Bad input (config validation, wrong paths, mismatched stores) is the user's to fix:
-        # one clear line, not a traceback. HANDRAIL_DEBUG=1 shows where it came from.
-        if os.environ.get("HANDRAIL_DEBUG"):
+    except Exception as err:
+        # Bad input (config validation, wrong paths, locked, damaged or mismatched stores) is the
+        # user's to fix: one clear line, not a traceback. HANDRAIL_DEBUG=1 shows where it came from.
+        if not _is_user_error(err) or os.environ.get("HANDRAIL_DEBUG"):
             raise
         print(f"handrail {' '.join(key)}: error: {err}", file=sys.stderr)
         return 2

@@ -12,8 +12,13 @@ from typing import Any
 
 import gymnasium as gym
 
-HANDRAIL_TASKS = ("reach", "pick_cube", "peg_insert", "push")
-"""Tasks that :func:`make_env` builds with ``handrail.sim.make`` (the rest go to gymnasium)."""
+from handrail.sim import TASKS
+
+HANDRAIL_TASKS: tuple[str, ...] = TASKS
+"""Tasks that :func:`make_env` builds with ``handrail.sim.make`` (the rest go to gymnasium).
+
+The same object as :data:`handrail.sim.TASKS`: the task files of ``sim/tasks/``.
+"""
 
 
 def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> gym.Env:

@@ -79,6 +79,7 @@ def ckpt_label(ckpt: Path) -> str:
 
 def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
+    from handrail.learners.evaluation import env_fps
     from handrail.learners.evaluation import evaluate as run_evaluation
 
     ckpt, run_config = locate_checkpoint(config.path, config.checkpoint)
@@ -108,7 +109,6 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     if config.video and result.frames:
         from handrail.learners.runlog import write_video
 
-        fps = 1.0 / getattr(env.unwrapped, "control_dt_s", 0.05)
         name = f"eval_{ckpt_label(ckpt)}_seed{config.seed}"
-        print(f"video: {write_video(video_dir(ckpt), result.frames, name, fps)}")
+        print(f"video: {write_video(video_dir(ckpt), result.frames, name, env_fps(env))}")
     return 0

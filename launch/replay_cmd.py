@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -34,6 +35,8 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         if not self.tolerance >= 0:
             raise ValueError(f"--tolerance must be >= 0, got {self.tolerance}")
+        if self.video is not None and Path(self.video).suffix != ".mp4":
+            raise ValueError(f"--video {self.video}: the video is an mp4; name the file *.mp4")
 
 
 def env_overrides(fields: list[Any], max_steps: int) -> dict[str, Any]:
@@ -99,11 +102,12 @@ def _replay(cfg: ReplayConfig) -> int:
     rows = {f"ep {d.episode}": d.keys for d in drifts}
     rows["overall"] = overall_drift(drifts)
     print(format_drift_table(rows))
-    if frames:
-        import imageio.v2 as imageio
+    if frames and cfg.video:
+        from handrail.learners.runlog import write_video
 
-        imageio.mimwrite(cfg.video, frames, fps=max(1, round(1.0 / meta.control_dt_s)))
-        print(f"video: {cfg.video} ({len(frames)} frames)")
+        video = Path(cfg.video)  # at the recorded control rate: real speed
+        path = write_video(video.parent, frames, video.stem, 1.0 / meta.control_dt_s)
+        print(f"video: {path} ({len(frames)} frames)")
     failures = drift_failures(drifts, cfg.tolerance)
     for line in failures:
         print(line, file=sys.stderr)

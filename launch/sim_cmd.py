@@ -33,9 +33,13 @@ def rollout(
         0 on success (the exit code).
     """
     from handrail import sim
+    from handrail.learners.evaluation import env_fps
+    from handrail.learners.runlog import write_video
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    if video is not None and video.suffix != ".mp4":
+        raise ValueError(f"--video {video}: the video is an mp4; name the file *.mp4")
     env = sim.make(task, render_mode="rgb_array" if video else None)
     expert = sim.make_expert(task, env) if policy == "expert" else None
     rng = np.random.default_rng(seed)
@@ -47,7 +51,7 @@ def rollout(
     env.close()
     print(f"success rate: {successes / episodes:.2f} ({successes}/{episodes}) on {task} ({policy})")
     if video is not None:
-        _write_video(video, frames, fps=round(1.0 / env.unwrapped.control_dt_s))
+        print(f"video: {write_video(video.parent, frames, video.stem, env_fps(env))}")
     return 0
 
 
@@ -74,15 +78,6 @@ def _episode(
         if frames is not None:
             frames.append(env.render())
     return bool(info["success"])
-
-
-def _write_video(video: Path, frames: list[np.ndarray], fps: int) -> None:
-    """Write ``frames`` as an mp4 (creating its folder) and say where."""
-    import imageio.v2 as imageio
-
-    video.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(video, frames, fps=fps)
-    print(f"video: {video}")
 
 
 def view(task: str = "pick_cube", seed: int = 0) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import tyro
 
-from handrail.launch.envs import env_fps, make_env
+from handrail.launch.envs import make_env
 from handrail.launch.train_config import (
     TrainConfig,
     check_task_options,
@@ -123,13 +123,15 @@ def open_recorder(cfg: TrainConfig, env: Any) -> Any:
         return None
     from handrail.demos.recorder import EpisodeRecorder
     from handrail.launch.record_cmd import fields_from_space
+    from handrail.learners.evaluation import env_fps
 
     fields = fields_from_space(env.observation_space)
     if Path(cfg.record).exists():
         return EpisodeRecorder.append(cfg.record, obs_fields=fields)
     return EpisodeRecorder.create(
         cfg.record, obs_fields=fields, action_dim=int(env.action_space.shape[0]),
-        control_dt_s=1.0 / env_fps(env), task=cfg.task, kind="rollout",
+        control_dt_s=float(getattr(env.unwrapped, "control_dt_s", 0.0)) or 1.0 / env_fps(env),
+        task=cfg.task, kind="rollout",
     )  # fmt: skip
 
 
@@ -195,7 +197,7 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     """The RunMonitor that evaluates the deterministic policy and saves checkpoints."""
     from handrail.learners.actor import LearnedPolicy
     from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
-    from handrail.learners.evaluation import evaluate
+    from handrail.learners.evaluation import env_fps, evaluate
     from handrail.learners.runlog import RunMonitor
 
     make = functools.partial(sac.make_policy, deterministic=True)
@@ -231,8 +233,10 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
             if stop or (interrupted[0] and finished):
                 break
         at_boundary = trainer.actor.at_episode_start
-        if not interrupted[0] and at_boundary and (
-            monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
+        if (
+            not interrupted[0]
+            and at_boundary
+            and (monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps)
         ):
             monitor.evaluate_now(trainer.env_steps)
         elif at_boundary:

@@ -67,8 +67,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         bad = [
             f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}"
-            for name, low in (("steps", 1), ("eval_every", 1), ("eval_episodes", 1),
-                              ("expert_demos", 0))  # fmt: skip
+            for name, low in (
+                ("steps", 1),
+                ("eval_every", 1),
+                ("eval_episodes", 1),
+                ("expert_demos", 0),
+            )
             if getattr(self, name) < low
         ]
         if self.stop_at_success is not None and not 0 < self.stop_at_success <= 1:

@@ -16,6 +16,24 @@ import numpy as np
 
 Policy = Callable[[Any], np.ndarray]
 
+DEFAULT_VIDEO_FPS = 30.0
+"""Video frame rate for an env that states neither ``control_dt_s`` nor ``render_fps``."""
+
+
+def env_fps(env: Any) -> float:
+    """Frames per second that play ``env``'s rendered steps (one frame per step) at real speed.
+
+    That is ``1 / control_dt_s`` for handrail's envs (10 Hz by default), else Gymnasium's
+    ``metadata["render_fps"]``, else :data:`DEFAULT_VIDEO_FPS`.
+    """
+    dt_s = getattr(getattr(env, "unwrapped", env), "control_dt_s", None)
+    if dt_s is not None and dt_s > 0:
+        return 1.0 / float(dt_s)
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    if fps is not None and fps > 0:
+        return float(fps)
+    return DEFAULT_VIDEO_FPS
+
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (95% by default).

@@ -213,8 +213,8 @@ class RunDir:
         return self.plot_path
 
     # ----------------------------------------------------------------- video
-    def write_video(self, frames: Sequence[np.ndarray], name: str, fps: float = 20.0) -> Path:
-        """Writes ``videos/<name>.mp4`` (see :func:`write_video`)."""
+    def write_video(self, frames: Sequence[np.ndarray], name: str, fps: float) -> Path:
+        """Writes ``videos/<name>.mp4`` at ``fps`` (see :func:`write_video`)."""
         return write_video(self.videos_dir, frames, name, fps)
 
     def close(self) -> None:
@@ -278,6 +278,8 @@ class RunMonitor:
         progress: Show a tqdm progress bar.
         stop_at_success: Stop once an evaluation's success rate reaches this (None: never).
         train_log_every: Log the learner's metrics every this many env steps.
+        video_fps: Frame rate of the evaluation videos: the eval env's step rate, so that they
+            play at real speed (:func:`handrail.learners.evaluation.env_fps`).
     """
 
     def __init__(
@@ -289,6 +291,7 @@ class RunMonitor:
         evaluate: Any,
         save_latest: Any,
         save_best: Any,
+        video_fps: float,
         start_steps: int = 0,
         progress: bool = True,
         stop_at_success: float | None = None,
@@ -297,7 +300,7 @@ class RunMonitor:
         self.run, self.total_steps = run, total_steps
         self.eval_every, self.train_log_every = eval_every, train_log_every
         self._evaluate, self._save_latest, self._save_best = evaluate, save_latest, save_best
-        self.stop_at_success = stop_at_success
+        self.stop_at_success, self.video_fps = stop_at_success, video_fps
         evals = run.read_metrics("eval")
         self.best = max((_eval_score(r) for r in evals), default=None)
         self.next_eval = (start_steps // eval_every + 1) * eval_every
@@ -351,7 +354,7 @@ class RunMonitor:
         result = self._evaluate(env_steps)
         record = self.run.log("eval", env_steps, result.as_dict())
         if getattr(result, "frames", None):
-            self.run.write_video(result.frames, f"eval_{env_steps:08d}")
+            self.run.write_video(result.frames, f"eval_{env_steps:08d}", self.video_fps)
         self._save_latest()
         if self.best is None or _eval_score(record) >= self.best:
             self.best = _eval_score(record)
@@ -394,11 +397,17 @@ def _eval_score(record: Mapping[str, Any]) -> tuple[float, float]:
 
 
 def write_video(
-    directory: str | os.PathLike[str], frames: Sequence[np.ndarray], name: str, fps: float = 20.0
+    directory: str | os.PathLike[str], frames: Sequence[np.ndarray], name: str, fps: float
 ) -> Path:
-    """Writes ``<directory>/<name>.mp4`` from HxWx3 uint8 frames (temp file, then rename)."""
+    """Writes ``<directory>/<name>.mp4`` from HxWx3 uint8 frames (temp file, then rename).
+
+    Every handrail video goes through here. ``fps`` is the rate the frames were taken at (for
+    env frames, :func:`handrail.learners.evaluation.env_fps`), so the video plays at real speed.
+    """
     if len(frames) == 0:
         raise ValueError(f"write_video({name!r}): no frames; render the env with rgb_array")
+    if not (math.isfinite(fps) and fps > 0):
+        raise ValueError(f"write_video({name!r}): fps must be a positive number, got {fps}")
     import imageio.v2 as imageio
 
     folder = Path(directory)

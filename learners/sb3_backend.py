@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from handrail.control.step import EpisodeTally, step_success
-from handrail.learners.evaluation import EvalResult, evaluate
+from handrail.learners.evaluation import EvalResult, env_fps, evaluate
 from handrail.learners.runlog import RunDir, RunMonitor
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -169,6 +169,7 @@ def train_sb3(
         evaluate=_evaluator(model, obs_spec, eval_env, eval_episodes, seed, video, success_key),
         save_latest=lambda: save(run.latest_dir),
         save_best=lambda: save(run.best_dir),
+        video_fps=env_fps(eval_env),
         progress=progress,
         stop_at_success=stop_at_success,
     )

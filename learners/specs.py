@@ -16,12 +16,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from handrail.control.spaces import is_image
+
 BOX_KEY = "obs"
 """Key an :class:`ObsSpec` uses for an env whose observation space is a single Box."""
 
 
 def _is_image(space: gym.spaces.Box) -> bool:
-    return space.dtype == np.uint8 and len(space.shape) == 3
+    return is_image(space.shape, space.dtype)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 >>> expert = sim.make_expert("reach", env)
 
 Envs are also registered with Gymnasium as ``handrail/<task>-v0`` when this package is imported.
-Task modules live in ``sim/tasks/`` and are found automatically (see :mod:`handrail.sim.base`).
+Task modules live in ``sim/tasks/``, one file per task; those files are the list of tasks
+(:data:`TASKS`, see :mod:`handrail.sim.tasks`; how to write one: :mod:`handrail.sim.base`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any, Protocol
 import gymnasium
 import numpy as np
 
-TASKS: tuple[str, ...] = ("reach", "pick_cube", "peg_insert", "push")
+from handrail.sim.tasks import task_names
+
+TASKS: tuple[str, ...] = task_names()
+"""Every task: the module files of ``sim/tasks/``, alphabetical (listing them imports no MuJoCo)."""
 
 __all__ = ["TASKS", "Expert", "available_tasks", "make", "make_expert"]
 
@@ -35,19 +39,15 @@ def _spec(task: str) -> Any:
 
     found = discover()
     if task not in found:
-        known = sorted(set(TASKS) | set(found))
-        if task in TASKS:
-            raise ValueError(f"task {task!r} is not implemented yet; available: {sorted(found)}")
-        raise ValueError(f"unknown task {task!r}; valid tasks: {known}")
+        raise ValueError(f"unknown task {task!r}; valid tasks: {list(found)}")
     return found[task]
 
 
 def available_tasks() -> tuple[str, ...]:
-    """Names of the tasks whose modules exist, in TASKS order first."""
+    """The task names, after importing every task module (and so MuJoCo); equal to TASKS."""
     from handrail.sim.tasks import discover
 
-    found = discover()
-    return tuple([t for t in TASKS if t in found] + sorted(set(found) - set(TASKS)))
+    return tuple(discover())
 
 
 def make(task: str, *, render_mode: str | None = None, **overrides: Any) -> gymnasium.Env:

@@ -24,7 +24,8 @@ Writing a task (one file in ``sim/tasks/``, discovered automatically)
 3. A scripted expert: ``reset(seed=None)`` and ``__call__(obs) -> float32 action in [-1, 1]``,
    constructed as ``Expert(config)``, using only the observation. Build actions with
    :func:`expert_action` so they go through the same ``encode_action`` as teleop.
-4. ``TASK = TaskSpec(name, ConfigCls, EnvCls, ExpertCls)`` at module level.
+4. ``TASK = TaskSpec(name, ConfigCls, EnvCls, ExpertCls)`` at module level, ``name`` being the
+   file's name (``sim/tasks/<name>.py``); the files of ``sim/tasks/`` are the list of tasks.
 
 ``task_obs()``, ``is_success()`` and ``dense_reward()`` run every env step, next to about 0.3-1 ms
 of physics: keep them cheap (look ids up once in ``__init__`` rather than ``model.site(name)``

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from handrail.control.spaces import ActionConfig, EeCommand, decode_action, encode_action
+from handrail.control.spaces import (
+    ActionConfig,
+    EeCommand,
+    decode_action,
+    encode_action,
+    is_image,
+)
 from handrail.control.transforms import (
     quat_from_yaw,
     quat_mul,
@@ -211,3 +217,21 @@ def test_nonfinite_action_entries_become_nan_not_full_scale(bad: float) -> None:
     cmd = decode_action(action, cfg, None)
     assert np.isnan(cmd.delta_pos_m[0])
     assert np.all(np.isfinite(cmd.delta_pos_m[1:]))
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "expected"),
+    [
+        ((84, 84, 3), np.uint8, True),
+        ((84, 84, 1), "uint8", True),  # grey; dtype given by name, as the store keeps it
+        ((84, 84, 4), np.dtype(np.uint8), True),  # RGBA
+        ((84, 84, 2), np.uint8, False),  # no image has 2 channels
+        ((84, 84, 9), np.uint8, False),  # e.g. 3 stacked RGB frames: not one image
+        ((84, 84, 3), np.float32, False),
+        ((84, 3), np.uint8, False),
+        ((5, 84, 84, 3), np.uint8, False),  # a stack of images is not one observation
+        ((7,), np.uint8, False),
+    ],
+)
+def test_is_image(shape: tuple[int, ...], dtype: object, expected: bool) -> None:
+    assert is_image(shape, dtype) is expected

@@ -21,12 +21,12 @@ FIELDS = [
 ]
 
 
-def make_store(path: Path, lengths: list[int]) -> None:
+def make_store(path: Path, lengths: list[int], fields: list[FieldSpec] = FIELDS) -> None:
     rng = np.random.default_rng(0)
     with create_store(
         path,
         kind="demo",
-        obs_fields=FIELDS,
+        obs_fields=fields,
         action_dim=3,
         control_dt_s=0.1,
         task="pick_cube",
@@ -35,7 +35,7 @@ def make_store(path: Path, lengths: list[int]) -> None:
         for i, steps in enumerate(lengths):
             w.begin_episode(seed=3 + i, task="pick_cube" if i != 1 else "push")
             for t in range(steps):
-                obs = {f.name: rng.integers(0, 255, f.shape).astype(f.dtype) for f in FIELDS}
+                obs = {f.name: rng.integers(0, 255, f.shape).astype(f.dtype) for f in fields}
                 act = rng.uniform(-1, 1, 3).astype(np.float32)
                 w.add_step(
                     obs=obs,
@@ -47,7 +47,7 @@ def make_store(path: Path, lengths: list[int]) -> None:
                     truncated=t == steps - 1,
                     timestamp=10.0 + t,
                 )
-            final = {f.name: rng.integers(0, 255, f.shape).astype(f.dtype) for f in FIELDS}
+            final = {f.name: rng.integers(0, 255, f.shape).astype(f.dtype) for f in fields}
             w.end_episode(final_obs=final, success=i != 1)
 
 
@@ -112,6 +112,20 @@ def test_round_trip_keeps_every_field_but_final_obs(tmp_path: Path) -> None:
     assert [[r[k] for k in keys] for r in da.records] == [[r[k] for k in keys] for r in db.records]
     last = np.cumsum(db.episode_lengths) - 1
     np.testing.assert_array_equal(db.final_obs["proprio"], db.obs["proprio"][last])
+
+
+def test_grey_and_rgba_images_round_trip_as_png(tmp_path: Path) -> None:
+    fields = [FieldSpec("proprio", "float32", (2,)), FieldSpec("depth", "uint8", (8, 6, 1)),
+              FieldSpec("rgba", "uint8", (8, 6, 4))]  # fmt: skip
+    make_store(tmp_path / "s", [3, 2], fields)
+    export_lerobot(tmp_path / "s", tmp_path / "lr")
+    feats = json.loads((tmp_path / "lr/meta/info.json").read_text())["features"]
+    assert feats["observation.images.depth"]["dtype"] == "image"
+    assert feats["observation.images.rgba"]["shape"] == [8, 6, 4]
+    import_lerobot(tmp_path / "lr", tmp_path / "back")
+    da, db = open_store(tmp_path / "s").load(), open_store(tmp_path / "back").load()
+    for k in ("depth", "rgba"):
+        np.testing.assert_array_equal(da.obs[k], db.obs[k], err_msg=k)
 
 
 def test_episodes_never_span_data_files(tmp_path: Path) -> None:

@@ -73,7 +73,8 @@ def test_summary_counts_episodes_steps_success_and_interventions(tmp_path: Path)
     assert (s.num_episodes, s.num_steps, s.num_successful) == (4, 11, 2)
     assert s.num_intervened_steps == 2  # episodes 0 and 3
     assert s.success_rate == 0.5
-    assert s.size_bytes > 0
+    on_disk = [p.stat().st_size for p in (tmp_path / "s").rglob("*") if p.is_file()]
+    assert s.size_bytes == sum(on_disk)
     table = format_summary(s)
     for text in ("episodes", "11", "50.0%", "proprio", "float64", "size on disk"):
         assert text in table

@@ -30,6 +30,14 @@ def test_images_are_flagged_and_not_held_to_the_state_tolerance() -> None:
     assert d.worst() == pytest.approx(1e-6) and d.worst(images=True) == 9
 
 
+def test_image_flag_looks_at_one_step_of_the_stack() -> None:
+    """Grey images are images; a uint8 state of 4x3 per step is not, though its stack is 3-D."""
+    grey = np.zeros((3, 4, 4, 1), np.uint8)
+    assert key_drift(grey, grey).is_image
+    counts = np.zeros((3, 4, 3), np.uint8)
+    assert not key_drift(counts, counts + 1).is_image
+
+
 def test_drift_above_tolerance_and_short_replays_are_failures() -> None:
     rec = {"goal": np.zeros((4, 3))}
     short = episode_drift(1, rec, {"goal": np.zeros((2, 3))}, note="ended early")

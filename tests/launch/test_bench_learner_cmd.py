@@ -21,19 +21,29 @@ def test_bench_learner_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0, rows
     assert [r["learner"] for r in rows] == ["handrail", "sbx"]
     for r in rows:
-        assert r["env_steps_per_s"] > 0 and r["ms_per_update"] > 0
         assert r["updates_per_s"] == pytest.approx(r["env_steps_per_s"] * r["utd"])
+        assert r["ms_per_update"] == pytest.approx(1e3 / r["updates_per_s"])
+        assert r["gflop_per_update"] == bench_learner_cmd.update_gflop(r, 3, 1)  # 3 obs, 1 action
+    hr, sbx = rows
+    assert hr["gflop_per_update"] == sbx["gflop_per_update"]  # the same matmuls at UTD 1
     # handrail also times its jitted update alone (no timing comparison: the VM is noisy).
-    assert rows[0]["update_only_ms"] > 0
-    assert "update_only_ms" not in rows[1]
-    assert "| Pendulum-v1 | 1 | handrail |" in table
-    handrail_line = next(line for line in table.splitlines() if "| handrail |" in line)
-    assert handrail_line.count("x |") == 1  # ratio against SBX, none against the absent SB3
-    # Pendulum: 3 obs, 1 action; both learners do the same matmul work at UTD 1.
-    assert rows[0]["gflop_per_update"] == rows[1]["gflop_per_update"] > 0
-    floor_ms = float(handrail_line.strip(" |").split("|")[-1])
-    assert 0 < floor_ms < rows[0]["ms_per_update"]
-    assert "GFLOP/s" in table
+    assert isinstance(hr["update_only_ms"], float) and "update_only_ms" not in sbx
+    lines = table.splitlines()
+    cells = {
+        r["learner"]: next(
+            x for x in lines if x.startswith(f"| Pendulum-v1 | 1 | {r['learner']} |")
+        )
+        .strip(" |")
+        .split(" | ")[3:]
+        for r in rows
+    }
+    # env steps/s | ms / update | vs SBX | vs SB3 | floor: the ratio is the quotient of the rows.
+    ratio = f"{hr['env_steps_per_s'] / sbx['env_steps_per_s']:.2f}x"
+    steps_s, ms = f"{hr['env_steps_per_s']:.1f}", f"{hr['ms_per_update']:.2f}"
+    assert cells["handrail"][:4] == [steps_s, ms, ratio, ""]  # no SB3 row to compare with
+    assert cells["sbx"][2:4] == ["", ""]  # no ratio against itself
+    assert cells["handrail"][4] == cells["sbx"][4]  # the same FLOPs at the same rate
+    assert any(x.startswith("matmul floor:") and "GFLOP/s" in x for x in lines)
 
 
 def test_update_gflop_counts_forward_and_backward_matmuls() -> None:
@@ -72,6 +82,22 @@ def test_goal_lines_give_verdicts_bounds_and_the_speed_reference() -> None:
     # SBX at UTD 20 ran 10/14 of the reference speed, so 70/s scales to 98/s.
     assert "70.0 gradient updates/s, goal 80: not met" in rlpd
     assert "0.71x its speed" in rlpd and "at that speed: 98/s" in rlpd
+
+
+def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{**_row("handrail", 1, 300.0), "label": "handrail"},
+            {**_row("sbx", 1, 100.0), "label": "sbx"}, {**_row("sb3", 1, 60.0), "label": "sb3"},
+            {"env": "E", "utd": 20, "learner": "sbx", "num_critics": 2, "label": "sbx",
+             "error": "boom"}]  # fmt: skip
+    bench_learner_cmd._print_table(rows, {"gflop_s": 100.0, "batch": 256, "hidden": [256, 256]})
+    lines = capsys.readouterr().out.splitlines()
+    # 0.2 GFLOP at 100 GFLOP/s = 2 ms; 300 / 100 = 3x SBX, 300 / 60 = 5x SB3.
+    assert "| E | 1 | handrail | 300.0 | 3.33 | 3.00x | 5.00x | 2.00 |" in lines
+    assert "| E | 1 | sbx | 100.0 | 10.00 |  | 1.67x | 2.00 |" in lines
+    assert "| E | 1 | sb3 | 60.0 | 16.67 | 0.60x |  | 2.00 |" in lines
+    assert "| E | 20 | sbx | error: boom | | | | |" in lines
+    assert "matmul floor: the update's matmul FLOPs at this CPU's jitted 256x256 matmul rate, " \
+           "100 GFLOP/s (best of 20 rounds)" in lines  # fmt: skip
 
 
 def test_goal_lines_skip_rows_without_a_peer_and_failed_rows() -> None:

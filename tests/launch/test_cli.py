@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from handrail.demos import errors
 from handrail.launch import cli
 
 
@@ -51,3 +53,80 @@ def test_bad_config_value_is_one_clear_line(capsys: pytest.CaptureFixture[str]) 
     assert err.startswith("handrail sim rollout: error:")
     assert "no_such_task" in err
     assert "Traceback" not in err
+
+
+def test_help_imports_no_jax_mujoco_or_zarr() -> None:
+    """`handrail --help` (and the error handler) must stay fast: no heavy library is imported."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "handrail.launch.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and "usage: handrail" in result.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "handrail.launch" in imported and "tyro" in imported  # the log is what we think
+    heavy = {m for m in imported if m.split(".")[0] in ("jax", "mujoco", "zarr", "torch")}
+    assert heavy == set()
+
+
+def _one_error_line(err: str, command: str) -> str:
+    """The error line of ``err``; asserts it is the only one and no traceback was printed."""
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0] == err.splitlines()[-1], err
+    assert errors[0].startswith(f"handrail {command}: error: ")
+    return errors[0]
+
+
+def test_damaged_demo_store_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --demos` opens the store outside the store commands' own error handling."""
+    from handrail.demos import FieldSpec, create_store
+
+    store = tmp_path / "demos.zarr"
+    fields = [FieldSpec("obs", "float32", (3,))]
+    with create_store(store, kind="demo", obs_fields=fields, action_dim=1, control_dt_s=0.05,
+                      task="Pendulum-v1", durable=False):  # fmt: skip
+        pass
+    (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "gr')  # torn metadata
+    argv = ["train", "--task", "Pendulum-v1", "--demos", str(store), "--steps", "10",
+            "--run-dir", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+    assert cli.main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err, "train")
+    assert "not valid JSON" in line and str(store) in line
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.StoreLockedError("store s.zarr is locked by pid 123", pid=123),
+        errors.StoreCorruptError("data/action: checksum mismatch"),
+        errors.NotAStoreError("s.zarr: no zarr.json"),
+        errors.StoreVersionError("format version 9; upgrade handrail"),
+        errors.FieldMismatchError("'cam': store has uint8[16, 16, 3]"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_every_store_error_is_one_clear_line(
+    error: errors.StoreError, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def command() -> int:
+        raise error
+
+    monkeypatch.setattr(cli, "_resolve", lambda _: command)
+    assert cli.main(["train"]) == 2
+    assert _one_error_line(capsys.readouterr().err, "train") == f"handrail train: error: {error}"
+    monkeypatch.setenv("HANDRAIL_DEBUG", "1")
+    with pytest.raises(type(error)):
+        cli.main(["train"])
+
+
+def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def command() -> int:
+        raise KeyError("internal")
+
+    monkeypatch.setattr(cli, "_resolve", lambda _: command)
+    with pytest.raises(KeyError):
+        cli.main(["train"])

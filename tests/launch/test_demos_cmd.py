@@ -61,7 +61,16 @@ def test_record_and_replay_names_stay_importable_from_demos_cmd() -> None:
     """Code written against the single-module demos_cmd keeps working after the split."""
     from handrail.launch import demos_common, record_cmd, replay_cmd
 
-    assert demos_cmd.record is record_cmd.record and demos_cmd.replay is replay_cmd.replay
-    assert demos_cmd.parse_episodes is demos_common.parse_episodes
-    for name in demos_cmd.__all__:
-        assert getattr(demos_cmd, name) is not None
+    homes = {
+        demos_common: ("CAMERAS", "StorePath", "parse_episodes"),
+        record_cmd: ("HUMAN_SOURCES", "SCRIPTED", "RecordConfig", "fields_from_space", "record"),
+        replay_cmd: ("ReplayConfig", "env_overrides", "replay"),
+    }
+    moved = {name for names in homes.values() for name in names}
+    own = {"export", "filter_", "import_", "info", "merge", "validate"}  # the demos commands
+    assert set(demos_cmd.__all__) == moved | own
+    for home, names in homes.items():
+        for name in names:
+            assert getattr(demos_cmd, name) is getattr(home, name), name
+    for name in own:  # what `handrail demos <name>` runs
+        assert cli.COMMANDS[("demos", name.rstrip("_"))].target == f"demos_cmd:{name}"

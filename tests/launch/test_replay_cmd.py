@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import imageio.v2 as imageio
 import pytest
 
 from handrail.demos import open_store
@@ -17,7 +18,12 @@ def test_replay_reproduces_recorded_observations(
     assert cli.main(["replay", str(recorded), "--episodes", "0,2", "--video", str(video)]) == 0
     out = capsys.readouterr().out
     assert "ep 0" in out and "ep 2" in out and "ep 1 " not in out and "OK: 2 episodes" in out
-    assert video.stat().st_size > 0
+    reader = open_store(recorded)
+    steps = sum(r.num_steps for r in reader.episodes if r.id in (0, 2))
+    with imageio.get_reader(video) as mp4:
+        # at the recorded control rate; one frame per reset and per replayed step
+        assert mp4.get_meta_data()["fps"] == pytest.approx(1.0 / reader.attrs["control_dt_s"])
+        assert mp4.count_frames() == steps + 2
 
 
 def test_replay_flags_drift_beyond_tolerance(

@@ -19,6 +19,13 @@ def test_rollout_prints_success_rate_and_writes_video(
     assert "success rate: 1.00 (2/2)" in out
     frames = imageio.mimread(video)
     assert len(frames) > 2 and frames[0].shape == (240, 320, 3)
+    with imageio.get_reader(video) as reader:
+        assert reader.get_meta_data()["fps"] == 10.0  # reach steps at 10 Hz: real speed
+
+
+def test_rollout_video_must_be_an_mp4(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\*\.mp4"):
+        sim_cmd.rollout(task="reach", episodes=1, video=tmp_path / "out.gif")
 
 
 def test_random_policy_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
+from handrail.launch.envs import HANDRAIL_TASKS
 from handrail.launch.train_config import PRESETS, ResolvedConfig, TrainConfig, parse_demos, resolve
 
 
@@ -44,5 +44,14 @@ def test_parse_demos() -> None:
     assert parse_demos("data/demos.zarr") == ("store", "data/demos.zarr")
 
 
-def test_presets_have_finite_budgets() -> None:
-    assert np.isfinite(PRESETS["reach"].steps)
+@pytest.mark.parametrize("task", sorted(PRESETS))
+def test_every_preset_is_a_task_whose_config_takes_its_overrides(task: str) -> None:
+    """A misspelt preset name would silently train with GENERIC_PRESET; a bad field would fail
+    only once the env is built at the start of a run."""
+    from handrail.sim.tasks import discover
+
+    assert task in HANDRAIL_TASKS
+    cfg = resolve(TrainConfig(task=task))
+    assert cfg.steps == PRESETS[task].steps and cfg.warmup_steps < cfg.steps  # it learns
+    env_config = discover()[task].make_config(**cfg.env_overrides)
+    assert {k: getattr(env_config, k) for k in cfg.env_overrides} == cfg.env_overrides

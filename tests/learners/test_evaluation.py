@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import math
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from handrail.learners.evaluation import EvalResult, evaluate, wilson_interval
+from handrail.learners.evaluation import (
+    DEFAULT_VIDEO_FPS,
+    env_fps,
+    evaluate,
+    wilson_interval,
+)
 
 
 class CoinEnv(gym.Env):
@@ -81,16 +86,29 @@ def test_evaluate_without_success_flag_still_reports_return() -> None:
     assert result.success_rate is None and result.ci_low is None
     assert result.mean_return == -3.0
     assert "return -3.00" in result.summary()
-    assert not math.isnan(result.mean_length)
+    assert result.mean_length == 3.0
 
 
 def test_evaluate_records_video_frames_of_first_episode_only() -> None:
     env = CoinEnv(render_mode="rgb_array")
     result = evaluate(env, lambda obs: np.zeros(1), episodes=3, seed=0, video=True)
-    assert len(result.frames) == 4  # reset + 3 steps
-    assert isinstance(result, EvalResult) and result.as_dict()["episodes"] == 3
+    assert [int(f[0, 0, 0]) for f in result.frames] == [0, 1, 2, 3]  # reset + 3 steps, in order
+    assert result.as_dict()["episodes"] == 3 and "frames" not in result.as_dict()
 
 
 def test_video_needs_rgb_array_render_mode() -> None:
     with pytest.raises(ValueError, match="render_mode='rgb_array'"):
         evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=1, seed=0, video=True)
+
+
+def test_env_fps_is_the_control_rate_then_render_fps_then_the_default() -> None:
+    class TenHz(CoinEnv):
+        control_dt_s = 0.1
+        metadata: ClassVar[dict[str, Any]] = {"render_fps": 50}  # control_dt_s wins over it
+
+    class Rendered(CoinEnv):
+        metadata: ClassVar[dict[str, Any]] = {"render_fps": 25}
+
+    assert env_fps(gym.wrappers.TimeLimit(TenHz(), max_episode_steps=3)) == pytest.approx(10.0)
+    assert env_fps(gym.wrappers.TimeLimit(Rendered(), max_episode_steps=3)) == 25.0
+    assert env_fps(CoinEnv()) == DEFAULT_VIDEO_FPS

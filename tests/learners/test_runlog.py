@@ -8,7 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handrail.learners.runlog import RunDir
+from handrail.learners.evaluation import EvalResult
+from handrail.learners.runlog import RunDir, RunMonitor
+
+
+def video_fps_and_frames(path: Path) -> tuple[float, int]:
+    """Frame rate and frame count of an mp4, read back from the file."""
+    import imageio.v2 as imageio
+
+    with imageio.get_reader(path) as reader:
+        return reader.get_meta_data()["fps"], reader.count_frames()
 
 
 def test_config_round_trip_and_missing_config(tmp_path: Path) -> None:
@@ -50,7 +59,7 @@ def test_tensorboard_event_file_is_written(tmp_path: Path) -> None:
     with RunDir(tmp_path) as run:
         run.log("train", 1, {"actor/loss": 0.1})
     events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
-    assert events and events[0].stat().st_size > 0
+    assert len(events) == 1 and b"train/actor/loss" in events[0].read_bytes()  # kind/key tag
 
 
 def test_plot_is_a_png_and_written_atomically(tmp_path: Path) -> None:
@@ -64,11 +73,28 @@ def test_plot_is_a_png_and_written_atomically(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_video_is_an_mp4(tmp_path: Path) -> None:
+def test_video_is_an_mp4_at_the_given_rate(tmp_path: Path) -> None:
     frames = [np.full((32, 32, 3), i * 20, np.uint8) for i in range(10)]
     with RunDir(tmp_path, tensorboard=False) as run:
-        path = run.write_video(frames, "eval_100")
+        path = run.write_video(frames, "eval_100", fps=10.0)
         with pytest.raises(ValueError, match="no frames"):
-            run.write_video([], "empty")
-    assert path.name == "eval_100.mp4" and path.stat().st_size > 100
+            run.write_video([], "empty", fps=10.0)
+        with pytest.raises(ValueError, match="fps"):
+            run.write_video(frames, "still", fps=0.0)
+    assert path == tmp_path / "videos" / "eval_100.mp4"
     assert b"ftyp" in path.read_bytes()[:32]
+    assert video_fps_and_frames(path) == (10.0, 10)
+    assert [p.name for p in path.parent.iterdir()] == ["eval_100.mp4"]  # no temp files left
+
+
+def test_monitor_writes_eval_videos_at_the_env_rate(tmp_path: Path) -> None:
+    """A 10 Hz env's evaluation video plays at 10 fps (it used to be written at 20)."""
+    frames = [np.full((16, 16, 3), i, np.uint8) for i in range(5)]
+    result = EvalResult(success_rate=1.0, ci_low=0.5, ci_high=1.0, mean_return=1.0,
+                        mean_length=4.0, episodes=1, frames=frames)  # fmt: skip
+    with RunDir(tmp_path, tensorboard=False) as run:
+        monitor = RunMonitor(run, total_steps=100, eval_every=50, evaluate=lambda _: result,
+                             save_latest=lambda: None, save_best=lambda: None, video_fps=10.0,
+                             progress=False)  # fmt: skip
+        monitor.evaluate_now(50)
+    assert video_fps_and_frames(tmp_path / "videos" / "eval_00000050.mp4") == (10.0, 5)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import imageio.v2 as imageio
 import numpy as np
 import pytest
 
@@ -22,6 +23,21 @@ SAC = SACConfig(hidden_dims=(32, 32), num_critics=2, batch_size=32, utd=1)
 
 def short_pendulum() -> gym.Env:
     return gym.wrappers.TimeLimit(gym.make("Pendulum-v1").unwrapped, max_episode_steps=40)
+
+
+class Filmed(gym.Wrapper):
+    """Renders a blank 16x16 frame per step, stated to play at 25 fps (no pygame needed)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.metadata = {**env.metadata, "render_fps": 25}
+
+    @property
+    def render_mode(self) -> str:
+        return "rgb_array"
+
+    def render(self) -> np.ndarray:
+        return np.zeros((16, 16, 3), np.uint8)
 
 
 def test_missing_sb3_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,15 +90,17 @@ def test_train_writes_the_run_folder_and_preloads_demos(tmp_path: Path) -> None:
     with RunDir(tmp_path / "run") as run:
         run.write_config({"task": "Pendulum-v1", "learner": "sb3"})
         last = sb3_backend.train_sb3(
-            short_pendulum(), short_pendulum(), run, sac=SAC, steps=80, seed=0,
+            short_pendulum(), Filmed(short_pendulum()), run, sac=SAC, steps=80, seed=0,
             warmup_steps=40, buffer_capacity=1000, eval_every=40, eval_episodes=1,
-            demos=demos, progress=False,
+            demos=demos, progress=False, video=True,
         )  # fmt: skip
     assert last is not None and last["env_steps"] == 80 and last["mean_length"] == 40.0
     records = [json.loads(x) for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [40, 80]
     assert [r["env_steps"] for r in records if r["kind"] == "eval"] == [40, 80]
     assert (tmp_path / "run/learning_curve.png").is_file()
+    with imageio.get_reader(tmp_path / "run/videos/eval_00000080.mp4") as mp4:
+        assert mp4.get_meta_data()["fps"] == 25.0  # the eval env's render_fps
     for which in ("best", "latest"):
         assert (tmp_path / "run/checkpoints" / which / "model.zip").is_file()
     policy = sb3_backend.load_sb3_policy(tmp_path / "run/checkpoints/latest")

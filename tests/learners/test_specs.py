@@ -22,7 +22,9 @@ def _dict_space() -> gym.spaces.Dict:
 
 
 def test_an_image_key_is_an_error_naming_it_unless_ignored() -> None:
-    with pytest.raises(TypeError, match=r"'front' is a uint8 camera image.*--ignore-obs-keys front"):
+    with pytest.raises(
+        TypeError, match=r"'front' is a uint8 camera image.*--ignore-obs-keys front"
+    ):
         ObsSpec.from_space(_dict_space())
     with pytest.raises(ValueError, match=r"cannot ignore \['wrist'\]"):
         ObsSpec.from_space(_dict_space(), ignore=("wrist",))
@@ -37,6 +39,18 @@ def test_dict_space_flattens_in_key_order() -> None:
     expected = np.concatenate([obs[k].reshape(-1) for k in spec.keys]).astype(np.float32)
     np.testing.assert_array_equal(flat, expected)
     assert flat.dtype == np.float32
+
+
+def test_grey_and_rgba_images_are_skipped_but_other_uint8_arrays_are_state() -> None:
+    space = gym.spaces.Dict(
+        {
+            "grey": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
+            "rgba": gym.spaces.Box(0, 255, (8, 8, 4), np.uint8),
+            "counts": gym.spaces.Box(0, 255, (2, 2, 2), np.uint8),
+        }
+    )
+    spec = ObsSpec.from_space(space)
+    assert spec.keys == ("counts",) and spec.dim == 8
 
 
 def test_flatten_batch_keeps_leading_dims() -> None:

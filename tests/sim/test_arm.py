@@ -23,8 +23,11 @@ def test_joint_limits_and_cameras_are_in_the_model() -> None:
     model = arm.load_model()
     for name, (lo, hi) in zip(arm.ARM_JOINTS, arm.JOINT_LIMITS_RAD, strict=True):
         np.testing.assert_allclose(model.joint(name).range, [lo, hi])
-    for cam in arm.CAMERAS:
-        assert model.camera(cam).id >= 0
+    # The observation cameras: "front" fixed in the world, "wrist" riding on the hand.
+    camera_body = {
+        cam: model.body(model.cam_bodyid[model.camera(cam).id]).name for cam in arm.CAMERAS
+    }
+    assert camera_body == {"front": "world", "wrist": "hand"}
 
 
 def test_task_fragment_adds_bodies() -> None:
@@ -32,7 +35,9 @@ def test_task_fragment_adds_bodies() -> None:
         worldbody='<body name="box" pos="0.5 0 0.1"><freejoint/><geom size="0.02"/></body>'
     )
     model = arm.load_model(xml)
-    assert model.body("box").id > 0
+    box = model.body("box")
+    assert model.body_parentid[box.id] == model.body("world").id  # it lands in the worldbody
+    np.testing.assert_allclose(box.pos, [0.5, 0.0, 0.1])
     assert model.nq == 9 + 7
 
 
