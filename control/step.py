@@ -80,6 +80,15 @@ class Step:
         return self.action if self.policy_action is None else self.policy_action
 
 
+BOX_KEY = "obs"
+"""The key a plain (non-Dict) observation is stored under in a Step."""
+
+
+def obs_dict(obs: Any) -> Mapping[str, np.ndarray]:
+    """An observation as a dict of arrays (a Box env's array becomes ``{"obs": array}``)."""
+    return obs if isinstance(obs, Mapping) else {BOX_KEY: np.asarray(obs)}
+
+
 class TransitionSink(Protocol):
     """Where experience goes: a learner, an episode recorder, a remote learner..."""
 

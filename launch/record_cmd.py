@@ -58,12 +58,15 @@ class RecordConfig:
 
 
 def fields_from_space(space: Any) -> list[Any]:
-    """One FieldSpec per key of a gymnasium Dict observation space."""
+    """One FieldSpec per key of a gymnasium Dict observation space (a Box is the key "obs")."""
+    from handrail.control.step import BOX_KEY
     from handrail.demos import FieldSpec
 
+    spaces = getattr(space, "spaces", None)
+    items = spaces.items() if isinstance(spaces, dict) else [(BOX_KEY, space)]
     return [
         FieldSpec(name=k, dtype=str(np.dtype(box.dtype)), shape=tuple(box.shape))
-        for k, box in space.spaces.items()
+        for k, box in items
     ]
 
 

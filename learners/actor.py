@@ -33,6 +33,7 @@ from handrail.control.step import (
     ParameterSource,
     Step,
     TransitionSink,
+    obs_dict,
     step_success,
 )
 from handrail.learners.specs import ActionSpec, ObsSpec
@@ -174,7 +175,7 @@ class Actor:
         success = step_success(info, self.success_key)
         cut = self.max_episode_steps is not None and self.tally.length + 1 >= self.max_episode_steps
         step = Step(
-            obs=obs, action=executed, reward=float(reward), next_obs=next_obs,
+            obs=obs_dict(obs), action=executed, reward=float(reward), next_obs=obs_dict(next_obs),
             terminated=bool(terminated), truncated=bool(truncated) or cut, success=success,
             policy_action=proposal, acted_by=acted_by, timestamp=time.time(),
             actor_id=self.actor_id, episode_seed=self.episode_seed,

@@ -7,6 +7,7 @@ RNG, step counter) and any JSON-able ``extra`` the caller adds (e.g. env-step co
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -184,22 +185,30 @@ def sac_from_checkpoint(directory: str | os.PathLike[str]) -> SAC:
     )
 
 
+class StaticParams:
+    """A parameter source that always returns the same params (a loaded checkpoint)."""
+
+    def __init__(self, params: Any) -> None:
+        self.params = params
+
+    def latest(self) -> tuple[int, Any]:
+        """Version 0 and the params."""
+        return 0, self.params
+
+
 def load_policy(
     path: str | os.PathLike[str], deterministic: bool = True, seed: int = 0
 ) -> Callable[[Mapping[str, np.ndarray] | np.ndarray], np.ndarray]:
     """A ready inference function ``policy(obs) -> env action`` from a checkpoint folder.
 
-    ``obs`` is the env's observation (dict or array; one or a batch). Stochastic policies draw
-    from a PRNG seeded with ``seed``.
+    ``obs`` is the env's observation (dict or array; one or a batch). It is the same
+    ``make_policy`` the actor and evaluation use; stochastic policies draw their noise from
+    keys derived from ``seed``.
     """
+    from handrail.learners.actor import LearnedPolicy
+
     sac = sac_from_checkpoint(path)
     state, _ = load_checkpoint(path, sac)
-    policy = sac.make_policy(state.actor_params, deterministic)
-    key = [jax.random.PRNGKey(seed)]
-
-    def act(obs: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
-        key[0], sub = jax.random.split(key[0])
-        action = np.asarray(policy(sac.obs_spec.flatten(obs), sub))
-        return sac.action_spec.to_env(action)
-
-    return act
+    make = functools.partial(sac.make_policy, deterministic=deterministic)
+    return LearnedPolicy(make, StaticParams(state.actor_params), sac.obs_spec, sac.action_spec,
+                         seed=seed)  # fmt: skip

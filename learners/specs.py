@@ -17,9 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from handrail.control.spaces import is_image
-
-BOX_KEY = "obs"
-"""Key an :class:`ObsSpec` uses for an env whose observation space is a single Box."""
+from handrail.control.step import BOX_KEY
 
 
 def _is_image(space: gym.spaces.Box) -> bool:

@@ -1,29 +1,20 @@
-"""`handrail train` end to end on tiny configs: errors, run folder, eval of the run, resume."""
+"""`handrail train` end to end on tiny configs: inputs checked before anything is created, the
+run folder, eval of the run, resume, recording, the asynchronous mode."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from handrail.launch import eval_cmd, train_cmd
+from handrail.launch import cli, eval_cmd, train_cmd
 from handrail.launch.eval_cmd import EvalConfig
-from handrail.launch.train_config import TrainConfig
+from handrail.launch.train_config import preset
 
-TINY = {"hidden_dims": (32, 32), "batch_size": 32, "warmup_steps": 100, "eval_episodes": 1}
-
-
-def test_discrete_action_env_is_a_clear_error(tmp_path: Path) -> None:
-    config = TrainConfig(task="CartPole-v1", steps=10, run_dir=tmp_path / "run", progress=False)
-    with pytest.raises(TypeError, match=r"CartPole-v1.*continuous Box action space.*Discrete"):
-        train_cmd.train(config)
-    assert not (tmp_path / "run").exists()
-
-
-# ---------------------------------------------------------------------------- end to end (tiny)
 gym.register(
     "HandrailTinyPendulum-v0",
     entry_point="gymnasium.envs.classic_control:PendulumEnv",
@@ -31,16 +22,18 @@ gym.register(
 )
 
 
-def tiny_config(run_dir: Path, **overrides: object) -> TrainConfig:
-    base = dict(task="HandrailTinyPendulum-v0", steps=100, eval_every=100, run_dir=run_dir,
-                progress=False, **TINY)  # fmt: skip
-    return TrainConfig(**{**base, **overrides})
+def tiny_config(run_dir: Path, **overrides: object):
+    sac = {"hidden_dims": (32, 32), "batch_size": 32, **overrides.pop("sac", {})}  # type: ignore[dict-item]
+    loop = {"warmup_steps": 50, **overrides.pop("loop", {})}  # type: ignore[dict-item]
+    base = dict(steps=100, eval_every=100, eval_episodes=1, run_dir=run_dir, progress=False)
+    task = str(overrides.pop("task", "HandrailTinyPendulum-v0"))
+    return preset(task, sac=sac, loop=loop, **{**base, **overrides})
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("runs") / "tiny"
-    assert train_cmd.train(tiny_config(run_dir, warmup_steps=50)) == 0
+    assert train_cmd.train(tiny_config(run_dir)) == 0
     return run_dir
 
 
@@ -50,13 +43,16 @@ def test_run_folder_contents(tiny_run: Path) -> None:
     records = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     episodes = [r for r in records if r["kind"] == "episode"]
     assert [r["env_steps"] for r in episodes] == [50, 100]
-    assert all(r["length"] == 50 and np.isfinite(r["return"]) for r in episodes)
+    assert all(r["length"] == 50 for r in episodes)
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["env_steps"] for r in evals] == [100] and evals[0]["success_rate"] is None
     assert (tiny_run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    latest = tiny_run / "checkpoints" / "latest"
+    assert latest.is_symlink() and (latest / "learner" / "state.msgpack").is_file()
+    assert {p.name for p in latest.iterdir()} == {"learner", "replay.npz", "trainer.json"}
     assert (tiny_run / "checkpoints" / "best" / "state.msgpack").is_file()
-    assert (tiny_run / "checkpoints" / "latest" / "learner" / "state.msgpack").is_file()
-    assert list((tiny_run / "tb").glob("events.out.tfevents.*"))
+    hidden = [p.name for p in (tiny_run / "checkpoints").iterdir() if p.name.startswith(".")]
+    assert len(hidden) == 2  # one generation behind each link, older ones removed
 
 
 def test_eval_command_on_run_and_checkpoint(
@@ -71,20 +67,47 @@ def test_eval_command_on_run_and_checkpoint(
 
 
 def test_resume_continues_the_run(tiny_run: Path, tmp_path: Path) -> None:
-    import shutil
-
     run_dir = tmp_path / "resumed"
-    shutil.copytree(tiny_run, run_dir)
-    assert train_cmd.train(TrainConfig(resume=run_dir, steps=200, progress=False)) == 0
+    shutil.copytree(tiny_run, run_dir, symlinks=True)
+    args = ["train", "--resume", str(run_dir), "--steps", "200", "--no-progress"]
+    assert cli.main(args) == 0
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [50, 100, 150, 200]
     assert [r["env_steps"] for r in records if r["kind"] == "eval"] == [100, 200]
-    saved = json.loads((run_dir / "checkpoints/latest/learner/config.json").read_text())
-    assert saved["extra"]["env_steps"] == 200 and saved["extra"]["episodes"] == 4
+    counters = json.loads((run_dir / "checkpoints/latest/trainer.json").read_text())
+    assert counters["actor"]["env_steps"] == 200 and counters["actor"]["episodes"] == 4
 
 
-def test_demo_store_with_other_fields_is_a_clear_error(tmp_path: Path) -> None:
-    from handrail.demos import FieldMismatchError, FieldSpec, create_store
+def _one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    assert cli.main(args) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(err) == 1 and "Traceback" not in err[0]
+    return err[0]
+
+
+def test_discrete_action_env_is_one_line_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    line = _one_line_error(capsys, ["train", "--task", "CartPole-v1", "--run-dir", str(run)])
+    assert "CartPole-v1" in line and "continuous Box action space" in line
+    assert not run.exists()
+
+
+def test_camera_key_is_named_with_the_fix_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    line = _one_line_error(capsys, ["train", "--task", "reach", "--run-dir", str(run),
+                                    "--env-kwargs", "cameras=('front',)", "image_size=16"])  # fmt: skip
+    assert "'front'" in line and "--ignore-obs-keys front" in line
+    assert not run.exists()
+
+
+def test_demo_store_of_another_task_is_one_line_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from handrail.demos import FieldSpec, create_store
 
     store = tmp_path / "demos.zarr"
     with create_store(store, kind="demo", obs_fields=[FieldSpec("proprio", "float32", (7,))],
@@ -93,23 +116,26 @@ def test_demo_store_with_other_fields_is_a_clear_error(tmp_path: Path) -> None:
         writer.add_step(obs={"proprio": np.zeros(7, np.float32)}, action=np.zeros(1, np.float32),
                         reward=0.0, terminated=True, truncated=False)  # fmt: skip
         writer.end_episode(final_obs={"proprio": np.zeros(7, np.float32)}, success=True)
-    with pytest.raises(FieldMismatchError, match=r"lacks observation field\(s\) \['obs'\]"):
-        train_cmd.train(tiny_config(tmp_path / "run", demos=str(store)))
+    run = tmp_path / "run"
+    line = _one_line_error(capsys, ["train", "--task", "HandrailTinyPendulum-v0", "--demos",
+                                    str(store), "--run-dir", str(run)])  # fmt: skip
+    assert f"--demos {store}" in line and "lacks observation field(s) ['obs']" in line
+    assert not run.exists()
+    line = _one_line_error(capsys, ["train", "--task", "reach", "--demos",
+                                    str(tmp_path / "missing"), "--run-dir", str(run)])  # fmt: skip
+    assert "--demos" in line and not run.exists()
 
 
-def test_split_out_names_stay_importable_from_train_cmd() -> None:
-    """Code written against the single-module train_cmd keeps working after the split."""
-    from handrail.launch import envs, train_config, train_demos
+def test_record_writes_every_training_episode_and_async_mode_trains(tmp_path: Path) -> None:
+    from handrail.demos import open_store
 
-    homes = {
-        envs: ("HANDRAIL_TASKS", "check_spaces", "make_env"),
-        eval_cmd: ("EvalConfig", "evaluate", "locate_checkpoint"),
-        train_config: ("GENERIC_PRESET", "PRESETS", "ResolvedConfig", "TaskPreset",
-                       "TrainConfig", "default_run_dir", "parse_demos", "resolve"),
-        train_demos: ("expert_episodes", "load_demos"),
-    }  # fmt: skip
-    moved = {name for names in homes.values() for name in names}
-    assert set(train_cmd.__all__) == moved | {"train"}  # the old module's public names
-    for home, names in homes.items():
-        for name in names:
-            assert getattr(train_cmd, name) is getattr(home, name), name
+    store = tmp_path / "rollouts"
+    config = tiny_config(tmp_path / "run", record=store, loop={"mode": "async"})
+    assert train_cmd.train(config) == 0
+    data = open_store(store).load()
+    assert data.num_episodes == 2 and data.num_steps == 100
+    assert np.all(np.abs(data.action) <= 2.0)  # Pendulum's env units
+    records = [json.loads(x) for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    assert any(r["kind"] == "eval" for r in records)
+    counters = json.loads((tmp_path / "run/checkpoints/latest/trainer.json").read_text())
+    assert counters["learner"]["steps"] == 100 and counters["learner"]["version"] > 0

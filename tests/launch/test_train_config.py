@@ -1,57 +1,89 @@
-"""`handrail train` config: presets, field overrides, validation, JSON round trip."""
+"""`handrail train` config: presets, nested overrides from the command line, env kwargs,
+validation, JSON round trip, what --resume may change."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from handrail.launch import train_config
 from handrail.launch.envs import HANDRAIL_TASKS
-from handrail.launch.train_config import PRESETS, ResolvedConfig, TrainConfig, parse_demos, resolve
+from handrail.launch.train_cmd import parse_args, resolve_run
+from handrail.launch.train_config import TrainConfig, check_task_options, parse_env_kwargs, preset
 
 
-def test_preset_then_field_overrides() -> None:
-    cfg = resolve(TrainConfig(task="push", utd=3, seed=7, reward="dense"))
-    preset = PRESETS["push"]
-    assert cfg.sac.utd == 3 and cfg.seed == 7
-    assert cfg.steps == preset.steps and cfg.sac.n_step == preset.sac["n_step"]
-    assert cfg.sac.backup_entropy is False and cfg.env_overrides == {"reward": "dense"}
-    with pytest.raises(ValueError, match="--episode-steps applies to handrail tasks only"):
-        resolve(TrainConfig(task="Pendulum-v1", episode_steps=10))
-    generic = resolve(TrainConfig(task="Pendulum-v1", num_critics=1))
-    assert generic.sac.num_critics == 1 and generic.sac.critic_subset == 1
-    assert resolve(TrainConfig(sac_preset="rlpd")).sac.num_critics == 10
+def test_command_line_starts_from_the_task_preset_and_overrides_nested_fields() -> None:
+    cfg = parse_args(["--task", "push", "--seed", "7", "--sac.utd", "3", "--sac.actor-lr",
+                      "1e-4", "--loop.offline-ratio", "0.25", "--env-kwargs", "reward=dense"])  # fmt: skip
+    base = preset("push")
+    assert (cfg.seed, cfg.sac.utd, cfg.sac.actor_lr, cfg.loop.offline_ratio) == (7, 3, 1e-4, 0.25)
+    assert cfg.steps == base.steps and cfg.sac.n_step == base.sac.n_step
+    assert cfg.sac.gamma == base.sac.gamma  # untouched fields keep the preset's value
+    assert cfg.env["reward"] == "dense"
+    generic = parse_args(["--task=Pendulum-v1"])
+    assert generic.sac.hidden_dims != base.sac.hidden_dims or generic.sac.utd != base.sac.utd
 
 
-def test_resolved_config_json_round_trip() -> None:
-    cfg = resolve(TrainConfig(task="reach", demos="expert:5"))
-    again = ResolvedConfig.from_json(json.loads(json.dumps(cfg.to_json())))
+def test_env_kwargs_add_to_the_presets_and_parse_literals() -> None:
+    cfg = parse_args(["--task", "pick_cube", "--env-kwargs", "episode_steps=80", "cameras=()"])
+    assert cfg.env["episode_steps"] == 80 and cfg.env["cameras"] == ()
+    for key, value in preset("pick_cube").env.items():
+        if key != "episode_steps":
+            assert cfg.env[key] == value
+    assert parse_env_kwargs(("a=1.5", "b=True", "c=text", "d=(1, 2)")) == {
+        "a": 1.5, "b": True, "c": "text", "d": (1, 2)}  # fmt: skip
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        parse_env_kwargs(("reward",))
+
+
+def test_config_json_round_trip() -> None:
+    cfg = preset("reach", expert_demos=5, demos=None, record=Path("rec.zarr"),
+                 sac={"hidden_dims": (16, 16)}, loop={"mode": "async"})  # fmt: skip
+    again = TrainConfig.from_json(json.loads(json.dumps(cfg.to_json())))
     assert again == cfg
+    with pytest.raises(ValueError, match=r"fields \['bogus'\]"):
+        TrainConfig.from_json({**cfg.to_json(), "bogus": 1})
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"steps": 0}, "steps"), ({"eval_episodes": 0}, "eval_episodes"),
-     ({"demos": "expert:zero"}, "expert:N"), ({"stop_at_success": 1.5}, "stop_at_success")],
+    [({"steps": 0}, "--steps"), ({"eval_episodes": 0}, "--eval-episodes"),
+     ({"expert_demos": -1}, "--expert-demos"), ({"stop_at_success": 1.5}, "--stop-at-success"),
+     ({"demos": Path("d"), "expert_demos": 3}, "exclude each other")],
 )  # fmt: skip
-def test_bad_options_name_the_field(kwargs: dict, match: str) -> None:
+def test_bad_options_name_the_option(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         TrainConfig(**kwargs)
 
 
-def test_parse_demos() -> None:
-    assert parse_demos("expert:20") == ("expert", 20)
-    assert parse_demos("data/demos.zarr") == ("store", "data/demos.zarr")
+def test_expert_demos_need_a_handrail_task() -> None:
+    with pytest.raises(ValueError, match="--expert-demos needs a handrail task"):
+        check_task_options(preset("Pendulum-v1", expert_demos=3))
 
 
-@pytest.mark.parametrize("task", sorted(PRESETS))
-def test_every_preset_is_a_task_whose_config_takes_its_overrides(task: str) -> None:
-    """A misspelt preset name would silently train with GENERIC_PRESET; a bad field would fail
-    only once the env is built at the start of a run."""
+@pytest.mark.parametrize("task", sorted(train_config._PRESETS))
+def test_every_preset_is_a_task_whose_config_takes_its_env_kwargs(task: str) -> None:
+    """A misspelt preset name would silently train with the generic preset; a bad field would
+    fail only once the env is built at the start of a run."""
     from handrail.sim.tasks import discover
 
     assert task in HANDRAIL_TASKS
-    cfg = resolve(TrainConfig(task=task))
-    assert cfg.steps == PRESETS[task].steps and cfg.warmup_steps < cfg.steps  # it learns
-    env_config = discover()[task].make_config(**cfg.env_overrides)
-    assert {k: getattr(env_config, k) for k in cfg.env_overrides} == cfg.env_overrides
+    cfg = preset(task)
+    assert cfg.loop.warmup_steps < cfg.steps
+    env_config = discover()[task].make_config(**cfg.env)
+    assert {k: getattr(env_config, k) for k in cfg.env} == cfg.env
+
+
+def test_resume_reuses_the_saved_config_and_refuses_other_changes(tmp_path: Path) -> None:
+    saved = preset("reach", seed=3, steps=900)
+    (tmp_path / "config.json").write_text(json.dumps(saved.to_json()))
+    cfg, run = resolve_run(parse_args(["--resume", str(tmp_path)]))
+    assert run == tmp_path and cfg.seed == 3 and cfg.steps == 900
+    cfg, _ = resolve_run(parse_args(["--resume", str(tmp_path), "--steps", "2000"]))
+    assert cfg.steps == 2000 and cfg.task == "reach"
+    with pytest.raises(ValueError, match="only steps, progress, stop_at_success may change.*seed"):
+        resolve_run(parse_args(["--resume", str(tmp_path), "--seed", "5"]))
+    with pytest.raises(ValueError, match="not a run folder"):
+        resolve_run(parse_args(["--resume", str(tmp_path / "nothing")]))

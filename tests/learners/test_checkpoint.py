@@ -10,8 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from handrail.learners.checkpoint import load_checkpoint, load_policy, save_checkpoint
-from handrail.learners.replay import Batch
+from handrail.learners.checkpoint import (
+    load_checkpoint,
+    load_policy,
+    save_checkpoint,
+    write_checkpoint_dir,
+)
+from handrail.learners.losses import Batch
 from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -36,6 +41,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[SAC, object, Path
         reward=rng.normal(size=(1, 32)).astype(np.float32),
         discount=np.full((1, 32), 0.99, np.float32),
         next_obs=rng.normal(size=(1, 32, 5)).astype(np.float32),
+        online=np.ones((1, 32), bool),
     )
     state, _ = sac.update(state, batch)
     path = save_checkpoint(
@@ -97,3 +103,85 @@ def test_not_a_checkpoint_is_a_clear_error(tmp_path: Path, trained) -> None:
     sac, _, _ = trained
     with pytest.raises(ValueError, match="not a handrail checkpoint"):
         load_checkpoint(tmp_path, sac)
+
+
+# ---------------------------------------------------------------- atomic checkpoint folders
+
+
+def test_checkpoint_dir_switches_generations_and_cleans_up(tmp_path: Path) -> None:
+    link = tmp_path / "checkpoints" / "latest"
+    first = write_checkpoint_dir(link, lambda p: (p / "x").write_text("1"))
+    assert link.is_symlink() and (link / "x").read_text() == "1"
+    (tmp_path / "checkpoints" / ".latest.000099").mkdir()  # a crashed attempt's leftovers
+    second = write_checkpoint_dir(link, lambda p: (p / "x").write_text("2"))
+    assert (link / "x").read_text() == "2" and second.name == ".latest.000100"
+    assert not first.exists() and not (tmp_path / "checkpoints" / ".latest.000099").exists()
+
+    def failing(path: Path) -> None:
+        (path / "x").write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_checkpoint_dir(link, failing)
+    assert (link / "x").read_text() == "2"  # the link still points at the last whole save
+
+
+def test_a_plain_folder_from_an_older_layout_is_adopted(tmp_path: Path) -> None:
+    link = tmp_path / "best"
+    link.mkdir()
+    (link / "x").write_text("old")
+    write_checkpoint_dir(link, lambda p: (p / "x").write_text("new"))
+    assert link.is_symlink() and (link / "x").read_text() == "new"
+
+
+def _state_digest(trainer) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves((trainer.learner.state, trainer.learner.replay)):
+        digest.update(np.asarray(leaf).tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.slow
+def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """20 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
+    last one left): every time the checkpoint loads, and it is exactly the state an
+    uninterrupted run had at its step count, never a mix of two saves."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _save_setup import make_trainer
+
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")  # fmt: skip
+    child = Path(__file__).parent / "_save_child.py"
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    seen: list[int] = []
+    for _ in range(20):
+        proc = subprocess.Popen([sys.executable, str(child), str(folder)], env=env,
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(float(rng.uniform(0.0, 0.6)))
+        proc.kill()
+        proc.wait()
+        resumed = make_trainer()
+        resumed.load(folder / "latest")  # raises on a mixed or torn checkpoint
+        seen.append(resumed.env_steps)
+        assert resumed.env_steps % 10 == 0 and resumed.actor.at_episode_start
+    reference, digests = make_trainer(), {}
+    while reference.env_steps < max(seen):
+        reference.run(10)
+        digests[reference.env_steps] = _state_digest(reference)
+    final = make_trainer()
+    final.load(folder / "latest")
+    assert _state_digest(final) == digests[final.env_steps]
+    assert seen == sorted(seen) and len(set(seen)) > 10  # progress between kills
