@@ -30,7 +30,7 @@ from gymnasium import spaces
 from handrail.control.spaces import ActionConfig
 from handrail.control.transforms import quat_conj, quat_rotate, yaw_from_quat
 from handrail.sim import arm
-from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec
+from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, offset_dm
 from handrail.sim.tasks._checks import check_region
 from handrail.sim.tasks._peg_expert import PegInsertPlanner
 from handrail.sim.tasks._tracking import TargetTracker, wrap_angle
@@ -143,9 +143,10 @@ class PegInsertEnv(ArmEnv):
         }
 
     def task_spaces(self) -> dict[str, spaces.Box]:
-        """Peg tip pose and hole entry pose."""
+        """Peg tip pose, hole entry pose, and the entry relative to the tip (dm)."""
         box = spaces.Box(-np.inf, np.inf, (7,), np.float32)
-        return {"peg": box, "hole": box}
+        offset = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        return {"peg": box, "hole": box, "entry_from_tip_dm": offset}
 
     def reset_task(self, rng: np.random.Generator) -> None:
         """Place the hole at random; put the peg between the closed fingers."""
@@ -179,7 +180,9 @@ class PegInsertEnv(ArmEnv):
 
     def task_obs(self) -> dict[str, np.ndarray]:
         """Peg tip pose and hole entry pose."""
-        return {"peg": np.concatenate(self.peg_tip()), "hole": np.concatenate(self.hole_entry())}
+        tip, entry = self.peg_tip(), self.hole_entry()
+        return {"peg": np.concatenate(tip), "hole": np.concatenate(entry),
+                "entry_from_tip_dm": offset_dm(entry[0], tip[0])}  # fmt: skip
 
     def tip_in_hole_m(self) -> np.ndarray:
         """Tip position in the hole frame, origin at the entry centre (m; z < 0 is inside)."""

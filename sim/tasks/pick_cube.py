@@ -15,7 +15,7 @@ from gymnasium import spaces
 
 from handrail.control.spaces import ActionConfig
 from handrail.control.transforms import yaw_from_quat
-from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, expert_action
+from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, expert_action, offset_dm
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,11 @@ class PickCubeEnv(ArmEnv):
         }
 
     def task_spaces(self) -> dict[str, spaces.Box]:
-        """Cube position and orientation."""
-        return {"object": spaces.Box(-np.inf, np.inf, (7,), np.float32)}
+        """Cube pose and the cube's position relative to the tool centre point (dm)."""
+        return {
+            "object": spaces.Box(-np.inf, np.inf, (7,), np.float32),
+            "cube_from_tcp_dm": spaces.Box(-np.inf, np.inf, (3,), np.float32),
+        }
 
     def reset_task(self, rng: np.random.Generator) -> None:
         """Place the cube flat at a random xy and yaw."""
@@ -86,8 +89,9 @@ class PickCubeEnv(ArmEnv):
         return self.data.qpos[adr : adr + 7]
 
     def task_obs(self) -> dict[str, np.ndarray]:
-        """Cube position and quaternion."""
-        return {"object": self._cube().copy()}
+        """Cube position and quaternion, and its offset from the tool centre point."""
+        cube = self._cube().copy()
+        return {"object": cube, "cube_from_tcp_dm": offset_dm(cube[:3], self._site_pos)}
 
     def lift_m(self) -> float:
         """Height of the cube above its resting height (m)."""

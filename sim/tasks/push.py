@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec
+from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, offset_dm
 from handrail.sim.tasks._checks import check_region
 from handrail.sim.tasks._push_expert import PushExpertParams, PushPlanner
 from handrail.sim.tasks._tracking import TargetTracker
@@ -102,9 +102,9 @@ class PushEnv(ArmEnv):
         }
 
     def task_spaces(self) -> dict[str, spaces.Box]:
-        """Puck and goal positions."""
+        """Puck and goal positions (m); the puck from the tool and the goal from the puck (dm)."""
         box = spaces.Box(-np.inf, np.inf, (3,), np.float32)
-        return {"object": box, "goal": box}
+        return {"object": box, "goal": box, "puck_from_tcp_dm": box, "goal_from_puck_dm": box}
 
     def reset_task(self, rng: np.random.Generator) -> None:
         """Puck at random, upright; goal at random at least ``min_goal_distance_m`` away."""
@@ -140,8 +140,10 @@ class PushEnv(ArmEnv):
         return self.data.mocap_pos[self.model.body("goal").mocapid[0]].copy()
 
     def task_obs(self) -> dict[str, np.ndarray]:
-        """Puck and goal positions."""
-        return {"object": self.puck_pos(), "goal": self.goal_pos()}
+        """Puck and goal positions, and the offsets tool -> puck -> goal."""
+        puck, goal = self.puck_pos(), self.goal_pos()
+        return {"object": puck, "goal": goal, "puck_from_tcp_dm": offset_dm(puck, self._site_pos),
+                "goal_from_puck_dm": offset_dm(goal, puck)}  # fmt: skip
 
     def goal_distance_m(self) -> float:
         """Puck-to-goal distance in the table plane (m)."""

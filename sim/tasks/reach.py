@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, expert_action
+from handrail.sim.base import PROPRIO_SLICES, ArmEnv, SimConfig, TaskSpec, expert_action, offset_dm
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,18 @@ class ReachEnv(ArmEnv):
         }
 
     def task_spaces(self) -> dict[str, spaces.Box]:
-        """The goal position."""
-        return {"goal": spaces.Box(-np.inf, np.inf, (3,), np.float32)}
+        """The goal position (m) and the goal relative to the tool centre point (dm)."""
+        box = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        return {"goal": box, "goal_from_tcp_dm": box}
 
     def reset_task(self, rng: np.random.Generator) -> None:
         """Draw a goal uniformly in the goal box."""
         self.data.mocap_pos[0] = rng.uniform(self.config.goal_low_m, self.config.goal_high_m)
 
     def task_obs(self) -> dict[str, np.ndarray]:
-        """The goal position."""
-        return {"goal": self.data.mocap_pos[0].copy()}
+        """The goal position and its offset from the tool centre point."""
+        goal = self.data.mocap_pos[0].copy()
+        return {"goal": goal, "goal_from_tcp_dm": offset_dm(goal, self._site_pos)}
 
     def distance_m(self) -> float:
         """Distance from the tool centre point to the goal (m)."""

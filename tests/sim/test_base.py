@@ -202,3 +202,22 @@ def test_nonfinite_action_holds_pose_and_fingers(task: str) -> None:
         for value in obs.values():
             assert np.all(np.isfinite(value))
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("task", "key", "target", "origin"),
+    [("reach", "goal_from_tcp_dm", "goal", "proprio"),
+     ("pick_cube", "cube_from_tcp_dm", "object", "proprio"),
+     ("push", "puck_from_tcp_dm", "object", "proprio"),
+     ("push", "goal_from_puck_dm", "goal", "object"),
+     ("peg_insert", "entry_from_tip_dm", "hole", "peg")],
+)  # fmt: skip
+def test_offsets_in_decimetres_match_the_absolute_positions(
+    task: str, key: str, target: str, origin: str
+) -> None:
+    env = sim.make(task)
+    obs, _ = env.reset(seed=3)
+    for _ in range(2):
+        np.testing.assert_allclose(obs[key], 10.0 * (obs[target][:3] - obs[origin][:3]),
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+        obs, *_ = env.step(env.action_space.sample())

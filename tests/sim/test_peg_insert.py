@@ -46,7 +46,10 @@ def test_env_checkers_pass() -> None:
 def test_spaces_and_observation_keys() -> None:
     env = sim.make("peg_insert")
     obs, info = env.reset(seed=0)
-    assert set(obs) == {"proprio", "peg", "hole"}
+    assert set(obs) == {"proprio", "peg", "hole", "entry_from_tip_dm"}
+    np.testing.assert_allclose(
+        obs["entry_from_tip_dm"], (obs["hole"][:3] - obs["peg"][:3]) * 10, rtol=1e-5
+    )
     assert env.action_space.shape == (4,)  # dx, dy, dz, dyaw: no gripper, the peg stays held
     assert info["success"] is False
     assert obs["hole"][2] == pytest.approx(env.unwrapped.config.hole_depth_m)
