@@ -1,14 +1,17 @@
-"""Episode store -> transitions / ReplayBuffer: next_obs within and across episodes, checks."""
+"""Episode store -> transitions / replay rows: next_obs within and across episodes, checks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from handrail.demos import FieldMismatchError, FieldSpec, create_store, open_store
-from handrail.learners.demo_data import check_fields, to_replay_buffer, to_transitions
+from handrail.learners import replay
+from handrail.learners.demo_data import check_fields, to_rows, to_transitions
+from handrail.learners.replay import Mixture, ReplayField, ReplayLayout
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 OBS_SPEC = ObsSpec(keys=("proprio", "goal"), shapes=((2,), (1,)))
@@ -48,16 +51,23 @@ def test_next_obs_is_the_following_step_then_final_obs(tmp_path: Path) -> None:
     assert tr.truncated.tolist() == [False, False, False, False, True]
 
 
-def test_replay_buffer_holds_every_demo_step(tmp_path: Path) -> None:
+def test_demo_rows_in_a_replay_sample_every_step_with_its_return(tmp_path: Path) -> None:
     write_store(tmp_path / "s.zarr", [4, 3, 5], [True, False, True])
     data = open_store(tmp_path / "s.zarr").load(successful_only=True)
-    buffer = to_replay_buffer(data, OBS_SPEC, ACT_SPEC, n_step=1, gamma=0.9)
-    assert len(buffer) == 9
-    batch = buffer.sample(np.random.default_rng(0), 64)
-    # The terminal step (reward t = 3 of episode 0, t = 4 of episode 2) has discount 0.
-    terminal = batch.discount[0] == 0.0
-    assert terminal.any() and set(batch.reward[0][terminal].tolist()) <= {3.0, 4.0}
-    np.testing.assert_allclose(batch.next_obs[0][:, 0] - batch.obs[0][:, 0], 1.0)
+    rows = to_rows(data, OBS_SPEC, ACT_SPEC)
+    assert len(rows.valid) == 9 + 2  # every step, then each episode's final observation
+    assert rows.final.sum() == 2 and rows.first.sum() == 2
+    fields = (ReplayField("obs", (3,), "float32"), ReplayField("action", (2,), "float32", "step"))
+    layout = ReplayLayout(fields, (("demos", 11),), n_step=1, gamma=0.9)
+    state = replay.insert(layout, replay.init(layout), 0, rows)
+    got = replay.sample(layout, state, jax.random.PRNGKey(0), Mixture(((("demos",), 256),)))
+    proprio = np.asarray(got.obs["obs"])[:, 0]
+    assert set(proprio.tolist()) == {0, 1, 2, 3, 200, 201, 202, 203, 204}
+    # The terminal steps (reward t = 3 of episode 0, t = 4 of episode 2) have discount 0.
+    terminal = np.asarray(got.discount) == 0.0
+    assert set(np.asarray(got.reward)[terminal].tolist()) == {3.0, 4.0}
+    np.testing.assert_allclose(np.asarray(got.next_obs["obs"])[:, 0] - proprio, 1.0)
+    np.testing.assert_allclose(np.asarray(got.step["action"]), [[1.0, -0.5]] * 256)
 
 
 def test_field_shape_mismatch_names_the_field(tmp_path: Path) -> None:
