@@ -65,6 +65,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("bench", "learner"): Command(
         "bench_learner_cmd:bench_learner", "Learner throughput side by side with SBX and SB3."
     ),
+    ("bench", "learning"): Command(
+        "bench_learning_cmd:bench_learning",
+        "Sparse-reward learning: steps and minutes to 90% sustained, vs SB3 and SBX.",
+    ),
     ("bench", "store"): Command(
         "bench_store_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -77,20 +78,33 @@ def ckpt_label(ckpt: Path) -> str:
     return rel.parts[0]
 
 
-def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
-    """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
-    from handrail.learners.evaluation import env_fps
-    from handrail.learners.evaluation import evaluate as run_evaluation
+@dataclass(frozen=True)
+class RunPolicy:
+    """A run's (or checkpoint's) deterministic policy and what its env needs."""
 
-    ckpt, run_config = locate_checkpoint(config.path, config.checkpoint)
-    task = config.task or (run_config or {}).get("task")
+    checkpoint: Path
+    """The checkpoint folder the policy was loaded from."""
+    policy: Callable[[Any], Any]
+    """``obs -> env action``."""
+    task: str
+    """The task to evaluate on."""
+    env_kwargs: dict[str, Any]
+    """The env keyword arguments the run trained with (empty for another task)."""
+    success_key: str
+    """Info key of the success flag."""
+
+
+def load_run_policy(path: Path, which: str = "best", task: str | None = None) -> RunPolicy:
+    """The deterministic policy of a run folder's ``which`` checkpoint, or of a checkpoint."""
+    from handrail.launch.train_config import parse_env_kwargs
+
+    ckpt, run_config = locate_checkpoint(path, which)
+    run_config = run_config or {}
+    task = task or run_config.get("task")
     if task is None:
-        raise ValueError(f"{config.path}: no run config.json to read the task from; pass --task")
-    overrides = (
-        (run_config or {}).get("env_overrides", {})
-        if task == (run_config or {}).get("task")
-        else {}
-    )
+        raise ValueError(f"{path}: no run config.json to read the task from; pass --task")
+    same_task = task == run_config.get("task")
+    env_kwargs = parse_env_kwargs(tuple(run_config.get("env_kwargs", ()))) if same_task else {}
     if (ckpt / "model.zip").is_file():
         from handrail.learners.sb3_backend import load_sb3_policy
 
@@ -99,16 +113,24 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
         from handrail.learners.checkpoint import load_policy
 
         policy = load_policy(ckpt, deterministic=True)
-    env = make_env(task, render_mode="rgb_array" if config.video else None, **overrides)
-    success_key = (run_config or {}).get("success_key", "success")
-    result = run_evaluation(
-        env, policy, config.episodes, config.seed, video=config.video, success_key=success_key
-    )
+    return RunPolicy(ckpt, policy, task, env_kwargs, run_config.get("success_key", "success"))
+
+
+def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
+    """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
+    from handrail.learners.evaluation import env_fps
+    from handrail.learners.evaluation import evaluate as run_evaluation
+
+    run = load_run_policy(config.path, config.checkpoint, config.task)
+    env = make_env(run.task, render_mode="rgb_array" if config.video else None, **run.env_kwargs)
+    result = run_evaluation(env, run.policy, config.episodes, config.seed, video=config.video,
+                            success_key=run.success_key)  # fmt: skip
     env.close()
-    print(f"{ckpt}: {result.summary()}")
+    print(f"{run.checkpoint}: {result.summary()}")
     if config.video and result.frames:
         from handrail.learners.runlog import write_video
 
-        name = f"eval_{ckpt_label(ckpt)}_seed{config.seed}"
-        print(f"video: {write_video(video_dir(ckpt), result.frames, name, env_fps(env))}")
+        name = f"eval_{ckpt_label(run.checkpoint)}_seed{config.seed}"
+        video = write_video(video_dir(run.checkpoint), result.frames, name, env_fps(env))
+        print(f"video: {video}")
     return 0

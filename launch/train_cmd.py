@@ -90,7 +90,7 @@ def train(config: TrainConfig) -> int:
     try:
         with RunDir(run_path) as run:
             run.write_config(cfg.to_json())
-            if cfg.learner == "sb3":
+            if cfg.learner in ("sb3", "sbx"):
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)
             else:
                 sinks = [] if recorder is None else [recorder]
@@ -245,17 +245,21 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
 
 def _train_sb3(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
                specs: tuple[Any, Any]) -> dict[str, Any] | None:  # fmt: skip
-    from handrail.learners.sb3_backend import train_sb3
+    """Train SB3's or SBX's SAC (``--learner sb3|sbx``) into ``run``."""
+    from handrail.learners.sb3_backend import PeerRun, train_sb3
 
     if cfg.resume is not None:
-        raise ValueError("--resume is supported with --learner jax only")
+        raise ValueError(f"--resume is supported with --learner jax only, not {cfg.learner}")
     transitions = None
     if demos is not None:
         from handrail.learners.demo_data import to_transitions
 
         transitions = to_transitions(demos, *specs)
-    return train_sb3(env, eval_env, run, sac=cfg.sac, steps=cfg.steps, seed=cfg.seed,
-                     warmup_steps=cfg.loop.warmup_steps, buffer_capacity=cfg.loop.buffer_capacity,
-                     eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
-                     demos=transitions, success_key=cfg.success_key, video=cfg.video,
-                     progress=cfg.progress, stop_at_success=cfg.stop_at_success)  # fmt: skip
+    settings = PeerRun(
+        sac=cfg.sac, steps=cfg.steps, seed=cfg.seed, warmup_steps=cfg.loop.warmup_steps,
+        buffer_capacity=cfg.loop.buffer_capacity, eval_every=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes, library="sbx" if cfg.learner == "sbx" else "sb3",
+        library_defaults=cfg.peer_defaults, success_key=cfg.success_key, video=cfg.video,
+        progress=cfg.progress, stop_at_success=cfg.stop_at_success,
+    )  # fmt: skip
+    return train_sb3(env, eval_env, run, settings, specs[0], transitions)

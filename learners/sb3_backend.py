@@ -1,22 +1,29 @@
-"""``handrail train --learner sb3``: Stable-Baselines3's SAC on the same task and run folder.
+"""``handrail train --learner sb3|sbx``: Stable-Baselines3's SAC (torch) or SBX's (JAX) on the
+same task and run folder.
 
-So that users can compare handrail's learner with a well-known baseline on their own tasks, this
-backend trains SB3's SAC with the same network sizes, learning rates, discount, batch size, UTD
-(``gradient_steps``), warm-up and critic count, preloads the same demonstrations into its replay
-buffer, flattens Dict observations exactly like :class:`ObsSpec`, and writes the same run folder
-(config, metrics JSONL, TensorBoard, plot, eval videos). Checkpoints use SB3's own ``save``
-(``model.zip``) plus ``specs.json`` so that :func:`load_sb3_policy` can rebuild the policy.
+So that users can compare handrail's learner with well-known baselines on their own tasks, this
+backend trains SB3's or SBX's SAC with the same network sizes, learning rates, discount, batch
+size, UTD (``gradient_steps``), n-step horizon, warm-up and critic count (SBX also gets the
+LayerNorm critics), preloads the same demonstrations into its replay buffer, flattens Dict
+observations exactly like :class:`ObsSpec`, and writes the same run folder (config, metrics
+JSONL, TensorBoard, plot, eval videos). Neither library can drop the entropy term from the
+critic's backup. ``library_defaults=True`` keeps the library's own hyper-parameters instead
+(SB3: 256x256, batch 256, UTD 1, gamma 0.99) and takes only the warm-up and buffer size.
+Checkpoints use the library's own ``save`` (``model.zip``) plus ``specs.json`` so that
+:func:`load_sb3_policy` can rebuild the policy.
 
-Stable-Baselines3 is an optional dependency (``pip install handrail[sb3]``), imported lazily.
+Stable-Baselines3 (and SBX) are optional dependencies (``pip install handrail[sb3]``), imported
+lazily.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -33,16 +40,18 @@ MODEL_FILE = "model.zip"
 SPECS_FILE = "specs.json"
 
 
-def require_sb3() -> Any:
-    """Imports ``stable_baselines3`` or raises an ImportError that says how to install it."""
+def require_sb3(library: str = "sb3") -> Any:
+    """Imports ``stable_baselines3`` (or ``sbx``) or raises an ImportError saying how to install it."""
+    import importlib
+
+    module = {"sb3": "stable_baselines3", "sbx": "sbx"}[library]
     try:
-        import stable_baselines3
+        return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "--learner sb3 needs Stable-Baselines3 and torch; install them with "
+            f"--learner {library} needs {module} (and torch for sb3); install them with "
             "`pip install handrail[sb3]`"
         ) from exc
-    return stable_baselines3
 
 
 class FlattenObs(gym.ObservationWrapper):
@@ -58,9 +67,23 @@ class FlattenObs(gym.ObservationWrapper):
         return self.obs_spec.flatten(observation)
 
 
-def sb3_sac_kwargs(sac: Any, *, warmup_steps: int, buffer_size: int, action_dim: int) -> dict:
-    """Maps handrail's SACConfig onto ``stable_baselines3.SAC`` keyword arguments."""
+def sb3_sac_kwargs(
+    sac: Any,
+    *,
+    warmup_steps: int,
+    buffer_size: int,
+    action_dim: int,
+    library: str = "sb3",
+    library_defaults: bool = False,
+) -> dict:
+    """Maps handrail's SACConfig onto ``stable_baselines3.SAC`` / ``sbx.SAC`` keyword arguments
+    (only the warm-up and buffer size with ``library_defaults``)."""
+    if library_defaults:
+        return {"buffer_size": buffer_size, "learning_starts": warmup_steps}
     target = sac.target_entropy if sac.target_entropy is not None else -action_dim / 2
+    policy = {"net_arch": list(sac.hidden_dims), "n_critics": sac.num_critics}
+    if library == "sbx":
+        policy["layer_norm"] = sac.critic_layer_norm
     return {
         "learning_rate": sac.actor_lr,
         "buffer_size": buffer_size,
@@ -72,7 +95,8 @@ def sb3_sac_kwargs(sac: Any, *, warmup_steps: int, buffer_size: int, action_dim:
         "gradient_steps": sac.utd,
         "ent_coef": f"auto_{sac.init_temperature}",
         "target_entropy": float(target),
-        "policy_kwargs": {"net_arch": list(sac.hidden_dims), "n_critics": sac.num_critics},
+        "n_steps": sac.n_step,
+        "policy_kwargs": policy,
     }
 
 
@@ -91,24 +115,31 @@ def preload_demos(model: Any, demos: Transitions) -> None:
         )
 
 
-def save_sb3_checkpoint(model: Any, directory: Path, obs_spec: ObsSpec, action_spec: Any) -> Path:
-    """Saves ``model.zip`` (SB3's format) and ``specs.json`` into ``directory``."""
+def save_sb3_checkpoint(
+    model: Any, directory: Path, obs_spec: ObsSpec, action_spec: Any, library: str = "sb3"
+) -> Path:
+    """Saves ``model.zip`` (the library's format) and ``specs.json`` into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     model.save(directory / MODEL_FILE)
-    specs = {"learner": "sb3", "obs_spec": obs_spec.to_json(), "action_spec": action_spec.to_json()}
+    specs = {
+        "learner": library,
+        "obs_spec": obs_spec.to_json(),
+        "action_spec": action_spec.to_json(),
+    }
     (directory / SPECS_FILE).write_text(json.dumps(specs, indent=2) + "\n")
     return directory
 
 
 def load_sb3_policy(directory: str | Path) -> Callable[[Any], np.ndarray]:
-    """Loads an SB3 checkpoint folder as a deterministic ``obs -> env action`` function."""
-    sb3 = require_sb3()
+    """Loads an SB3 or SBX checkpoint folder as a deterministic ``obs -> env action`` function."""
     directory = Path(directory)
     if not (directory / MODEL_FILE).is_file():
         raise ValueError(f"{directory} is not an SB3 checkpoint: no {MODEL_FILE} in it")
     specs = json.loads((directory / SPECS_FILE).read_text())
+    library = specs.get("learner", "sb3")
     obs_spec = ObsSpec.from_json(specs["obs_spec"])
-    model = sb3.SAC.load(directory / MODEL_FILE, device="cpu")
+    device = {"device": "cpu"} if library == "sb3" else {}
+    model = require_sb3(library).SAC.load(directory / MODEL_FILE, **device)
 
     def policy(obs: Any) -> np.ndarray:
         action, _ = model.predict(obs_spec.flatten(obs), deterministic=True)
@@ -117,97 +148,107 @@ def load_sb3_policy(directory: str | Path) -> Callable[[Any], np.ndarray]:
     return policy
 
 
+@dataclass(frozen=True)
+class PeerRun:
+    """How to train a peer library's SAC on a handrail task (see the module docstring)."""
+
+    sac: Any
+    """handrail ``SACConfig``: sizes, learning rates, UTD, n-step, critics..."""
+    steps: int
+    """Env steps to train."""
+    seed: int
+    """Seed of the library, the env and the evaluations."""
+    warmup_steps: int
+    """Random-action steps before updates start."""
+    buffer_capacity: int
+    """Replay capacity (demos included)."""
+    eval_every: int
+    """Env steps between evaluations."""
+    eval_episodes: int
+    """Episodes per evaluation."""
+    library: Literal["sb3", "sbx"] = "sb3"
+    """sb3: Stable-Baselines3 (torch); sbx: SBX (JAX)."""
+    library_defaults: bool = False
+    """Use the library's own hyper-parameters instead of ``sac``'s."""
+    success_key: str = "success"
+    """Info key with the success flag."""
+    video: bool = False
+    """Record the first episode of each evaluation."""
+    progress: bool = True
+    """Show the progress bar."""
+    stop_at_success: float | None = None
+    """Stop once an evaluation reaches this success rate."""
+
+
 def train_sb3(
     env: gym.Env,
     eval_env: gym.Env,
     run: RunDir,
-    *,
-    sac: Any,
-    steps: int,
-    seed: int,
-    warmup_steps: int,
-    buffer_capacity: int,
-    eval_every: int,
-    eval_episodes: int,
+    settings: PeerRun,
+    obs_spec: ObsSpec,
     demos: Transitions | None = None,
-    success_key: str = "success",
-    video: bool = False,
-    progress: bool = True,
-    stop_at_success: float | None = None,
 ) -> dict[str, Any] | None:
-    """Trains SB3's SAC and fills ``run`` like handrail's own learner does.
+    """Trains SB3's (or SBX's) SAC and fills ``run`` like handrail's own learner does.
 
     Args:
-        env: Training env (Dict or Box observations; flattened here).
+        env: Training env (Dict or Box observations; flattened with ``obs_spec``).
         eval_env: Separate env for evaluations.
         run: Run folder to write into.
-        sac: handrail ``SACConfig`` (sizes, learning rates, UTD, critics...).
-        steps: Env steps to train.
-        seed: Seed of SB3, the env and evaluations.
-        warmup_steps: Random-action steps before updates start.
-        buffer_capacity: Replay capacity (demos included).
-        eval_every: Env steps between evaluations.
-        eval_episodes: Episodes per evaluation.
+        settings: What to train and how.
+        obs_spec: The observation keys the learner reads (as for handrail's learner).
         demos: Demo transitions to preload into the replay buffer.
-        success_key: Info key with the success flag.
-        video: Record the first episode of each evaluation.
-        progress: Show the progress bar.
-        stop_at_success: Stop once an evaluation reaches this success rate.
 
     Returns:
         The last evaluation record (None if none ran).
     """
-    sb3 = require_sb3()
-    model, obs_spec, action_spec = _make_model(sb3, env, sac, seed, warmup_steps, buffer_capacity)
+    lib = require_sb3(settings.library)
+    model, action_spec = _make_model(lib, env, settings, obs_spec)
     if demos is not None:
         preload_demos(model, demos)
-    save = partial(save_sb3_checkpoint, model, obs_spec=obs_spec, action_spec=action_spec)
+    save = partial(save_sb3_checkpoint, model, obs_spec=obs_spec, action_spec=action_spec,
+                   library=settings.library)  # fmt: skip
     monitor = RunMonitor(
         run,
-        total_steps=steps,
-        eval_every=eval_every,
-        evaluate=_evaluator(model, obs_spec, eval_env, eval_episodes, seed, video, success_key),
+        total_steps=settings.steps,
+        eval_every=settings.eval_every,
+        evaluate=_evaluator(model, obs_spec, eval_env, settings),
         save_latest=lambda: save(run.latest_dir),
         save_best=lambda: save(run.best_dir),
         video_fps=env_fps(eval_env),
-        progress=progress,
-        stop_at_success=stop_at_success,
+        progress=settings.progress,
+        stop_at_success=settings.stop_at_success,
     )
-    return _learn(model, monitor, steps, success_key)
+    return _learn(model, monitor, settings.steps, settings.success_key)
 
 
 def _make_model(
-    sb3: Any, env: gym.Env, sac: Any, seed: int, warmup_steps: int, buffer_capacity: int
-) -> tuple[Any, ObsSpec, ActionSpec]:
-    """SB3's SAC on the flattened ``env`` with handrail's settings, and the env's specs."""
-    import torch
+    lib: Any, env: gym.Env, settings: PeerRun, obs_spec: ObsSpec
+) -> tuple[Any, ActionSpec]:
+    """The library's SAC on the flattened ``env``, and the env's action spec."""
+    if settings.library == "sb3":
+        import torch
 
-    torch.set_num_threads(1)  # steadier than 2 threads on a shared 2-core CPU
-    obs_spec = ObsSpec.from_space(env.observation_space)
+        torch.set_num_threads(1)  # steadier than 2 threads on a shared 2-core CPU
     action_spec = ActionSpec.from_space(env.action_space)
     kwargs = sb3_sac_kwargs(
-        sac, warmup_steps=warmup_steps, buffer_size=buffer_capacity, action_dim=action_spec.dim
-    )
-    model = sb3.SAC("MlpPolicy", FlattenObs(env, obs_spec), seed=seed, device="cpu", **kwargs)
-    return model, obs_spec, action_spec
+        settings.sac, warmup_steps=settings.warmup_steps, buffer_size=settings.buffer_capacity,
+        action_dim=action_spec.dim, library=settings.library,
+        library_defaults=settings.library_defaults,
+    )  # fmt: skip
+    device = {"device": "cpu"} if settings.library == "sb3" else {}
+    model = lib.SAC("MlpPolicy", FlattenObs(env, obs_spec), seed=settings.seed, **device, **kwargs)
+    return model, action_spec
 
 
 def _evaluator(
-    model: Any,
-    obs_spec: ObsSpec,
-    eval_env: gym.Env,
-    episodes: int,
-    seed: int,
-    video: bool,
-    success_key: str,
+    model: Any, obs_spec: ObsSpec, eval_env: gym.Env, settings: PeerRun
 ) -> Callable[[int], EvalResult]:
     """The monitor's evaluation: the model's deterministic policy on ``eval_env``."""
 
     def run_eval(_: int) -> EvalResult:
-        policy = _predictor(model, obs_spec)
-        return evaluate(
-            eval_env, policy, episodes, seed + 10_000, video=video, success_key=success_key
-        )
+        return evaluate(eval_env, _predictor(model, obs_spec), settings.eval_episodes,
+                        settings.seed + 10_000, video=settings.video,
+                        success_key=settings.success_key)  # fmt: skip
 
     return run_eval
 

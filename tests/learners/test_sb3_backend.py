@@ -54,7 +54,7 @@ def test_dict_observations_flatten_like_obs_spec() -> None:
             "front": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
         }
     )
-    spec = ObsSpec.from_space(space)
+    spec = ObsSpec.from_space(space, ignore=("front",))
 
     class DictEnv(gym.Env):
         observation_space = space
@@ -76,6 +76,13 @@ def test_sac_kwargs_follow_the_handrail_config() -> None:
     assert kwargs["gradient_steps"] == SAC.utd and kwargs["learning_starts"] == 7
     assert kwargs["target_entropy"] == -2.0 and kwargs["ent_coef"] == "auto_1.0"
     assert kwargs["policy_kwargs"] == {"net_arch": [32, 32], "n_critics": 2}
+    assert kwargs["n_steps"] == SAC.n_step
+    sbx = sb3_backend.sb3_sac_kwargs(SAC, warmup_steps=7, buffer_size=99, action_dim=4,
+                                     library="sbx")  # fmt: skip
+    assert sbx["policy_kwargs"]["layer_norm"] is SAC.critic_layer_norm
+    own = sb3_backend.sb3_sac_kwargs(SAC, warmup_steps=7, buffer_size=99, action_dim=4,
+                                     library_defaults=True)  # fmt: skip
+    assert own == {"buffer_size": 99, "learning_starts": 7}
 
 
 def test_train_writes_the_run_folder_and_preloads_demos(tmp_path: Path) -> None:
@@ -89,11 +96,13 @@ def test_train_writes_the_run_folder_and_preloads_demos(tmp_path: Path) -> None:
     )  # fmt: skip
     with RunDir(tmp_path / "run") as run:
         run.write_config({"task": "Pendulum-v1", "learner": "sb3"})
-        last = sb3_backend.train_sb3(
-            short_pendulum(), Filmed(short_pendulum()), run, sac=SAC, steps=80, seed=0,
-            warmup_steps=40, buffer_capacity=1000, eval_every=40, eval_episodes=1,
-            demos=demos, progress=False, video=True,
+        settings = sb3_backend.PeerRun(
+            sac=SAC, steps=80, seed=0, warmup_steps=40, buffer_capacity=1000, eval_every=40,
+            eval_episodes=1, progress=False, video=True,
         )  # fmt: skip
+        env = short_pendulum()
+        spec = ObsSpec.from_space(env.observation_space)
+        last = sb3_backend.train_sb3(env, Filmed(short_pendulum()), run, settings, spec, demos)
     assert last is not None and last["env_steps"] == 80 and last["mean_length"] == 40.0
     records = [json.loads(x) for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [40, 80]

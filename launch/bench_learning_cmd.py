@@ -1,0 +1,291 @@
+"""``handrail bench learning``: does each learner reach the goal, how fast, and does it stay?
+
+Runs ``handrail train`` for every task x learner x seed (sparse reward, the same scripted
+demonstrations for every learner, the task's preset budget), each run in its own process pinned
+to one CPU, as many at a time as there are CPUs. Then it evaluates each run's final policy on
+``final_episodes`` fresh episodes and prints one row per task and learner:
+
+- env steps and minutes to 90% sustained: the first point where 3 consecutive evaluations
+  (``eval_episodes`` each) are all at or above 90%, per seed;
+- the lowest evaluation after that point (a collapse shows here) and the final success;
+- the training policy's own success after that point, over the evaluations' success there.
+
+Learners: ``handrail`` (the task's preset), ``sb3`` and ``sbx`` (their SAC with handrail's
+sizes, rates, UTD and n-step, the demos preloaded in their replay buffer). Finished runs are
+kept and reused (``--fresh`` reruns them), so a long bench can be stopped and continued.
+Plots per task: success against env steps and against wall clock, every learner on one plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import tyro
+
+LEARNERS = ("handrail", "sb3", "sbx")
+"""Learners the bench knows (handrail's JAX SAC, Stable-Baselines3's SAC, SBX's SAC)."""
+SUSTAIN = (0.9, 3)
+"""Success threshold and how many consecutive evaluations must reach it."""
+FINAL_SEED = 500_000
+"""Seed of the first final-evaluation episode (never seen during training evaluations)."""
+
+
+@dataclass(frozen=True)
+class BenchLearningConfig:
+    """Options of ``handrail bench learning``."""
+
+    tasks: tuple[str, ...] = ("pick_cube", "peg_insert", "push")
+    """Tasks to train on."""
+    learners: tuple[Literal["handrail", "sb3", "sbx"], ...] = LEARNERS
+    """Learners to compare."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds per task and learner."""
+    demos: int = 20
+    """Scripted expert demonstrations given to every learner."""
+    steps: int | None = None
+    """Env steps per run (default: the task preset's budget)."""
+    eval_every: int = 1_000
+    """Env steps between evaluations."""
+    eval_episodes: int = 50
+    """Episodes per evaluation."""
+    final_episodes: int = 100
+    """Episodes of the final evaluation of each run."""
+    jobs: int = 0
+    """Runs at a time, each pinned to one CPU (0: one per CPU of this process)."""
+    out: Path = Path("runs/bench_learning")
+    """Folder of the runs, the table (bench.json, bench.md) and the plots."""
+    train_args: tuple[str, ...] = ()
+    """More ``handrail train`` options for every handrail run (an ablation), e.g.
+    --sac.utd 4; give the ablation its own --out."""
+    fresh: bool = False
+    """Rerun runs that already finished (default: reuse them)."""
+    quick: bool = False
+    """A smoke run under 10 minutes: pick_cube, handrail and sb3, seed 0, 6k steps, 20
+    evaluation episodes. It shows the bench works, not whether a goal is met."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the bench."""
+
+    task: str
+    learner: str
+    seed: int
+    steps: int
+    folder: Path
+    argv: tuple[str, ...] = field(default=())
+
+    @property
+    def done(self) -> bool:
+        """The run finished and was evaluated."""
+        return (self.folder / "final.json").is_file()
+
+
+def plan(cfg: BenchLearningConfig) -> list[Run]:
+    """Every run of the bench, with its ``handrail train`` arguments."""
+    from handrail.launch.train_config import preset
+
+    if cfg.quick:
+        cfg = BenchLearningConfig(tasks=("pick_cube",), learners=("handrail", "sb3"), seeds=(0,),
+                                  steps=6_000, eval_episodes=20, final_episodes=20,
+                                  jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh)  # fmt: skip
+    runs = []
+    for task in cfg.tasks:
+        steps = cfg.steps or preset(task).steps
+        for learner in cfg.learners:
+            for seed in cfg.seeds:
+                folder = cfg.out / task / f"{learner}-s{seed}"
+                argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
+                        "--expert-demos", str(cfg.demos), "--eval-every", str(cfg.eval_every),
+                        "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
+                        "--no-progress", "--learner", "jax" if learner == "handrail" else learner,
+                        *(cfg.train_args if learner == "handrail" else ())]  # fmt: skip
+                runs.append(Run(task, learner, seed, steps, folder, tuple(argv)))
+    return runs
+
+
+def _child(spec: dict[str, Any]) -> None:
+    """Inside the pinned process: train, then evaluate the final policy."""
+    os.sched_setaffinity(0, {spec["cpu"]})
+    from handrail.launch.train_cmd import parse_args, train
+
+    folder = Path(spec["folder"])
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    train(parse_args(spec["argv"]))
+    result = _final_eval(folder, spec["final_episodes"])
+    (folder / "final.json").write_text(json.dumps(result))
+
+
+def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
+    """Success of the run's last policy on fresh episodes."""
+    from handrail.launch.envs import make_env
+    from handrail.launch.eval_cmd import load_run_policy
+    from handrail.learners.evaluation import evaluate
+
+    run = load_run_policy(folder, "latest")
+    env = make_env(run.task, **run.env_kwargs)
+    result = evaluate(env, run.policy, episodes, FINAL_SEED, success_key=run.success_key)
+    env.close()
+    return result.as_dict()
+
+
+def execute(runs: Sequence[Run], jobs: int, final_episodes: int, fresh: bool) -> None:
+    """Run every unfinished run, ``jobs`` at a time, each pinned to its own CPU."""
+    import time
+
+    from tqdm.auto import tqdm
+
+    cpus = sorted(os.sched_getaffinity(0))
+    slots = cpus[: min(jobs or len(cpus), len(cpus))]
+    todo = [r for r in runs if fresh or not r.done]
+    running: dict[int, tuple[subprocess.Popen[bytes], Run]] = {}
+    with tqdm(total=len(todo), desc="bench learning", unit="run") as bar:
+        while todo or running:
+            for cpu, (proc, run) in list(running.items()):
+                if proc.poll() is not None:
+                    del running[cpu]
+                    bar.update(1)
+                    if not run.done:
+                        bar.write(f"bench learning: {run.folder} failed; see {run.folder}.log")
+            for cpu in [c for c in slots if c not in running][: len(todo)]:
+                nxt = todo.pop(0)
+                running[cpu] = (_start(nxt, cpu, final_episodes), nxt)
+            time.sleep(1.0)
+
+
+def _start(run: Run, cpu: int, final_episodes: int) -> subprocess.Popen[bytes]:
+    """One run in a child process pinned to ``cpu``; its output goes to ``<run>.log``."""
+    run.folder.parent.mkdir(parents=True, exist_ok=True)
+    spec = {"cpu": cpu, "folder": str(run.folder), "argv": list(run.argv),
+            "final_episodes": final_episodes}  # fmt: skip
+    with open(run.folder.parent / f"{run.folder.name}.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "handrail.launch.bench_learning_cmd", json.dumps(spec)],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )  # fmt: skip
+
+
+def sustained_at(evals: Sequence[dict[str, Any]]) -> int | None:
+    """Index of the evaluation at which success has been >= 90% for 3 evaluations in a row."""
+    threshold, count = SUSTAIN
+    streak = 0
+    for i, record in enumerate(evals):
+        streak = streak + 1 if (record.get("success_rate") or 0.0) >= threshold else 0
+        if streak == count:
+            return i
+    return None
+
+
+def summarize_run(run: Run) -> dict[str, Any]:
+    """One run's numbers: when it sustained 90%, the worst eval after, training success."""
+    records = [json.loads(line) for line in (run.folder / "metrics.jsonl").read_text().splitlines()
+               if line.strip()]  # fmt: skip
+    evals = [r for r in records if r["kind"] == "eval"]
+    episodes = [r for r in records if r["kind"] == "episode"]
+    out: dict[str, Any] = {"task": run.task, "learner": run.learner, "seed": run.seed,
+                           "final": json.loads((run.folder / "final.json").read_text())}  # fmt: skip
+    at = sustained_at(evals)
+    out["curve"] = [(r["env_steps"], r["wall_time_s"], r.get("success_rate")) for r in evals]
+    if at is None:
+        return out
+    since = evals[at]["env_steps"]
+    later = [r["success_rate"] for r in evals[at:]]
+    train = [e.get("success", 0.0) for e in episodes if e["env_steps"] > since]
+    out.update(steps_to_goal=since, minutes_to_goal=evals[at]["wall_time_s"] / 60.0,
+               min_after=min(later), eval_after=float(np.mean(later)),
+               train_after=float(np.mean(train)) if train else None)  # fmt: skip
+    return out
+
+
+def _cells(group: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
+    """One column of a table line: each seed's value, "-" where it has none."""
+    return ", ".join("-" if r.get(key) is None else format(r[key], fmt) for r in group)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table: one line per task and learner, seeds side by side."""
+    lines = ["| task | learner | seeds | env steps to 90% sustained | minutes to 90% | lowest "
+             "eval after | final success | training / eval success after |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    keys = sorted({(r["task"], r["learner"]) for r in rows},
+                  key=lambda k: (k[0], LEARNERS.index(k[1])))  # fmt: skip
+    for task, learner in keys:
+        group = sorted((r for r in rows if (r["task"], r["learner"]) == (task, learner)),
+                       key=lambda r: r["seed"])  # fmt: skip
+        ratios = [{**r, "ratio": r["train_after"] / max(r["eval_after"], 1e-9)}
+                  if r.get("train_after") is not None else r for r in group]  # fmt: skip
+        finals = [{"final_rate": r["final"]["success_rate"]} for r in group]
+        lines.append(
+            f"| {task} | {learner} | {_cells(group, 'seed', 'd')} | "
+            f"{_cells(group, 'steps_to_goal', ',')} | {_cells(group, 'minutes_to_goal', '.1f')} | "
+            f"{_cells(group, 'min_after', '.0%')} | {_cells(finals, 'final_rate', '.0%')} | "
+            f"{_cells(ratios, 'ratio', '.2f')} |"
+        )
+    return lines
+
+
+def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """Per task: success vs env steps and vs wall clock, every learner (seeds thin, mean bold)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    paths = []
+    for task in sorted({r["task"] for r in rows}):
+        fig = Figure(figsize=(10, 3.6), layout="constrained")
+        axes = fig.subplots(1, 2, sharey=True)
+        for color, learner in zip(("C0", "C1", "C2"), LEARNERS, strict=True):
+            group = [r for r in rows if (r["task"], r["learner"]) == (task, learner)]
+            for col, scale in ((0, 1e-3), (1, 1 / 60)):
+                for i, r in enumerate(group):
+                    x = [p[col] * scale for p in r["curve"]]
+                    y = [p[2] for p in r["curve"]]
+                    axes[col].plot(x, y, color=color, lw=1, alpha=0.7,
+                                   label=learner if i == 0 else None)  # fmt: skip
+        axes[0].set_xlabel("env steps (thousands)")
+        axes[1].set_xlabel("wall clock (minutes, one CPU per run)")
+        axes[0].set_ylabel("eval success")
+        for ax in axes:
+            ax.axhline(SUSTAIN[0], color="grey", lw=0.8, ls="--")
+            ax.grid(alpha=0.3)
+        axes[0].legend(loc="lower right", fontsize=8)
+        fig.suptitle(f"{task}: sparse reward, scripted demos, every seed")
+        path = out / f"{task}.png"
+        fig.savefig(path, dpi=80)
+        paths.append(path)
+    return paths
+
+
+def bench_learning(cfg: Annotated[BenchLearningConfig, tyro.conf.arg(name="")]) -> int:
+    """Learning speed and reliability of handrail, SB3 and SBX on the sparse-reward tasks."""
+    runs = plan(cfg)
+    execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
+    rows = [summarize_run(r) for r in runs if r.done]
+    failed = [str(r.folder) for r in runs if not r.done]
+    lines = table(rows)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "bench.json").write_text(json.dumps({"config": asdict(cfg), "rows": rows},
+                                                   default=str, indent=1))  # fmt: skip
+    (cfg.out / "bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    for path in plot(rows, cfg.out):
+        print(f"plot: {path}")
+    if failed:
+        print(f"failed runs (see their .log): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    _child(json.loads(sys.argv[1]))
