@@ -1,0 +1,89 @@
+"""The learner: routing of steps (online, interventions), demonstrations in every batch,
+versioned params, readiness and its config checks."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from handrail.control.step import ActedBy, Step
+from handrail.learners import replay
+from handrail.learners.learner import INTERVENTIONS, ONLINE, Learner, LoopConfig, to_batch
+from handrail.learners.replay import Rows
+from handrail.learners.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+SAC_ = SAC(ObsSpec(("x",), ((1,),)), ActionSpec((-1.0,), (1.0,)),
+           SACConfig(hidden_dims=(8,), num_critics=2, utd=2, batch_size=16, n_step=1))  # fmt: skip
+
+
+def step(x: float, who: ActedBy = ActedBy.POLICY, done: bool = False, actor: int = 0) -> Step:
+    return Step(obs={"x": np.array([x], np.float32)}, action=np.array([x / 100], np.float32),
+                reward=x, next_obs={"x": np.array([x + 1], np.float32)}, terminated=False,
+                truncated=done, acted_by=who, actor_id=actor)  # fmt: skip
+
+
+def stored(learner: Learner, segment: str) -> list[tuple[float, bool]]:
+    """(obs, is a final row) of a segment's rows in storage order."""
+    seg = learner.layout.segment(segment)
+    off, size = learner.layout.offset(seg), int(learner.replay.size[seg])
+    obs = np.asarray(learner.replay.data["obs"])[off : off + size, 0]
+    final = np.asarray(learner.replay.next)[off : off + size] == replay.FINAL
+    return list(zip(obs.tolist(), final.tolist(), strict=True))
+
+
+def test_human_runs_go_to_both_segments_and_are_closed_by_their_next_observation() -> None:
+    learner = Learner(SAC_, LoopConfig(warmup_steps=0, buffer_capacity=32), seed=0)
+    who = [ActedBy.POLICY, ActedBy.HUMAN, ActedBy.HUMAN, ActedBy.POLICY, ActedBy.HUMAN]
+    for t, w in enumerate(who):
+        learner.add(step(float(t), w, done=t == len(who) - 1))
+    learner.flush()
+    assert stored(learner, ONLINE) == [(0, False), (1, False), (2, False), (3, False),
+                                       (4, False), (5, True)]  # fmt: skip
+    # the run 1-2 ends at obs 3 (a final row); the run at 4 ends with the episode (obs 5)
+    assert stored(learner, INTERVENTIONS) == [(1, False), (2, False), (3, True), (4, False),
+                                              (5, True)]  # fmt: skip
+    valid = replay.valid_mask(learner.layout, learner.replay)
+    seg = learner.layout.segment(INTERVENTIONS)
+    off = learner.layout.offset(seg)
+    assert valid[off : off + 5].tolist() == [True, True, False, True, False]
+
+
+def test_batches_hold_the_offline_share_of_demonstration_rows() -> None:
+    k = 6
+    demos = Rows(data={"obs": np.full((k, 1), 50.0, np.float32), "action": np.zeros((k, 1))},
+                 reward=np.ones(k), terminated=np.zeros(k, bool),
+                 final=np.array([0, 0, 1, 0, 0, 1], bool), first=np.array([1, 0, 0, 1, 0, 0], bool),
+                 actor=np.zeros(k, np.int32), valid=np.ones(k, bool))  # fmt: skip
+    learner = Learner(SAC_, LoopConfig(warmup_steps=4, buffer_capacity=32, offline_ratio=0.25),
+                      seed=0, demos=demos)  # fmt: skip
+    for t in range(5):
+        learner.add(step(float(t), done=t == 4))
+    learner.flush()
+    batch = to_batch(replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(0),
+                                   learner.mixture, (3,)))  # fmt: skip
+    offline = ~np.asarray(batch.online)
+    assert offline.sum(axis=-1).tolist() == [4, 4, 4]  # 25% of 16, exactly, every minibatch
+    np.testing.assert_array_equal(np.asarray(batch.obs)[offline], 50.0)
+    np.testing.assert_array_equal(np.asarray(batch.obs)[~offline] < 5, True)
+
+
+def test_updates_publish_new_versions_only_when_ready() -> None:
+    learner = Learner(SAC_, LoopConfig(warmup_steps=3, buffer_capacity=32), seed=0)
+    assert learner.latest()[0] == 0
+    learner.add(step(0.0))
+    assert learner.update() == {} and learner.latest()[0] == 0  # warming up
+    for t in range(1, 4):
+        learner.add(step(float(t), done=t == 3))
+        learner.update()
+    version, params = learner.latest()
+    assert version == 2 and learner.updates == 2 * SAC_.config.utd
+    assert params is learner.state.actor_params
+
+
+@pytest.mark.parametrize(("field", "value"), [("buffer_capacity", 1), ("offline_ratio", 2.0),
+                                              ("mode", "threads"), ("max_nonfinite_updates", 0)])  # fmt: skip
+def test_loop_config_names_the_bad_field(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        LoopConfig(**{field: value})
