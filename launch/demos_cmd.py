@@ -16,7 +16,6 @@ import tyro
 from handrail.launch.demos_common import CAMERAS, StorePath, guarded, parse_episodes
 from handrail.launch.record_cmd import (
     HUMAN_SOURCES,
-    SCRIPTED,
     RecordConfig,
     fields_from_space,
     record,
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CAMERAS",
     "HUMAN_SOURCES",
-    "SCRIPTED",
     "RecordConfig",
     "ReplayConfig",
     "StorePath",

@@ -14,7 +14,6 @@ import tyro
 from handrail.launch.demos_common import CAMERAS, fail, guarded
 
 HUMAN_SOURCES = ("keyboard", "gamepad", "spacemouse")
-SCRIPTED = 2  # intervention source code of the store: 0 policy, 1 human, 2 scripted
 
 
 @dataclass(frozen=True)
@@ -70,35 +69,6 @@ def fields_from_space(space: Any) -> list[Any]:
     ]
 
 
-def _record_episode(env: Any, expert: Any, writer: Any, seed: int, task: str) -> bool:
-    """Runs and commits one expert episode; an interruption aborts it (nothing half-written)."""
-    obs, info = env.reset(seed=seed)
-    expert.reset(seed=seed)
-    writer.begin_episode(seed=seed, task=task)
-    try:
-        while True:
-            action = np.asarray(expert(obs), dtype=np.float32)
-            nxt, reward, terminated, truncated, info = env.step(action)
-            writer.add_step(
-                obs=obs,
-                action=action,
-                policy_action=action,
-                intervention=SCRIPTED,
-                reward=float(reward),
-                terminated=bool(terminated),
-                truncated=bool(truncated),
-            )
-            obs = nxt
-            if terminated or truncated:
-                break
-    except BaseException:
-        writer.abort_episode()
-        raise
-    success = bool(info.get("success", False))
-    writer.end_episode(final_obs=obs, success=success)
-    return success
-
-
 def _open_record_writer(cfg: RecordConfig, env: Any) -> Any:
     from handrail.demos import create_store, open_store, open_writer
     from handrail.demos.format import check_fields
@@ -119,35 +89,29 @@ def _open_record_writer(cfg: RecordConfig, env: Any) -> Any:
 
 
 def _record(cfg: RecordConfig) -> int:
-    from tqdm import tqdm
-
     from handrail import sim
+    from handrail.control.step import ActedBy
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.learners.actor import Actor
 
     overrides: dict[str, Any] = {}
     if cfg.camera_names:
         overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
     env = sim.make(cfg.task, **overrides)
     expert = sim.make_expert(cfg.task, env)
-    done = successes = 0
-    bar = tqdm(total=cfg.episodes, desc=f"record {cfg.task}", unit="ep")
     try:
-        with _open_record_writer(cfg, env) as writer:
-            for i in range(cfg.episodes):
-                successes += _record_episode(env, expert, writer, cfg.seed + i, cfg.task)
-                done += 1
-                bar.update(1)
-                bar.set_postfix_str(f"success {successes}/{done}")
-    except KeyboardInterrupt:
-        bar.close()
-        print(
-            f"interrupted: {done} finished episodes committed to {cfg.out}; the unfinished one "
-            "was dropped"
-        )
-        return 130
+        with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
+            actor = Actor(env, expert, seed=cfg.seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
+            try:
+                stats = actor.run_episodes(cfg.episodes, progress=f"record {cfg.task}")
+            except KeyboardInterrupt:
+                print(f"interrupted: {actor.episodes} finished episodes committed to {cfg.out}; "
+                      "the unfinished one was dropped")  # fmt: skip
+                return 130
     finally:
         env.close()
-    bar.close()
-    print(f"recorded {done} episodes of {cfg.task} into {cfg.out}: {successes} successful")
+    successes = sum(bool(s.success) for s in stats)
+    print(f"recorded {len(stats)} episodes of {cfg.task} into {cfg.out}: {successes} successful")
     return 0
 
 

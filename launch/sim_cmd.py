@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from tqdm import tqdm
@@ -33,6 +33,8 @@ def rollout(
         0 on success (the exit code).
     """
     from handrail import sim
+    from handrail.control.step import ActedBy
+    from handrail.learners.actor import Actor, UniformPolicy
     from handrail.learners.evaluation import env_fps
     from handrail.learners.runlog import write_video
 
@@ -41,43 +43,20 @@ def rollout(
     if video is not None and video.suffix != ".mp4":
         raise ValueError(f"--video {video}: the video is an mp4; name the file *.mp4")
     env = sim.make(task, render_mode="rgb_array" if video else None)
-    expert = sim.make_expert(task, env) if policy == "expert" else None
-    rng = np.random.default_rng(seed)
+    if policy == "expert":
+        actor = Actor(env, sim.make_expert(task, env), seed=seed, acted_by=ActedBy.SCRIPTED)
+    else:
+        actor = Actor(env, UniformPolicy(env.action_space, seed), seed=seed)
     frames: list[np.ndarray] = []
     successes = 0
     for ep in tqdm(range(episodes), desc=f"{task}/{policy}", unit="ep"):
-        record = video is not None and ep < video_episodes
-        successes += _episode(env, expert, rng, seed + ep, frames if record else None)
+        actor.frames = frames if video is not None and ep < video_episodes else None
+        successes += bool(actor.run_episodes(1)[0].success)  # true at any step
     env.close()
     print(f"success rate: {successes / episodes:.2f} ({successes}/{episodes}) on {task} ({policy})")
     if video is not None:
         print(f"video: {write_video(video.parent, frames, video.stem, env_fps(env))}")
     return 0
-
-
-def _episode(
-    env: Any, expert: Any, rng: np.random.Generator, seed: int, frames: list[np.ndarray] | None
-) -> bool:
-    """One episode with the expert (or uniform random actions from ``rng``); whether it succeeded.
-
-    Rendered frames are appended to ``frames`` unless it is None.
-    """
-    obs, _ = env.reset(seed=seed)
-    if expert is not None:
-        expert.reset(seed=seed)
-    if frames is not None:
-        frames.append(env.render())
-    done, info = False, {"success": False}
-    while not done:
-        if expert is not None:
-            action = expert(obs)
-        else:
-            action = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
-        obs, _, terminated, truncated, info = env.step(action)
-        done = terminated or truncated
-        if frames is not None:
-            frames.append(env.render())
-    return bool(info["success"])
 
 
 def view(task: str = "pick_cube", seed: int = 0) -> int:

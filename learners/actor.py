@@ -63,6 +63,17 @@ def policy_key(base: jax.Array, n: jax.Array | int) -> jax.Array:
     return jax.random.fold_in(base, n)
 
 
+class UniformPolicy:
+    """Uniformly random actions inside a Box action space, from a seeded generator."""
+
+    def __init__(self, space: Any, seed: int | np.random.Generator) -> None:
+        self.space = space
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return self.rng.uniform(self.space.low, self.space.high).astype(self.space.dtype)
+
+
 class LearnedPolicy:
     """``make_policy(params)`` over a parameter source; a :data:`Policy` in env units.
 
@@ -134,6 +145,7 @@ class Actor:
         self.success_key, self.acted_by = success_key, acted_by
         self.max_episode_steps = max_episode_steps
         self.rng = np.random.default_rng(seed)
+        self.warmup_policy = UniformPolicy(env.action_space, self.rng)
         self.env_steps = self.episodes = 0
         self.tally = EpisodeTally()
         self.frames: list[np.ndarray] | None = None
@@ -161,8 +173,7 @@ class Actor:
     def choose(self) -> np.ndarray:
         """The action for the current observation: random during warm-up, else the policy's."""
         if self.env_steps < self.warmup_steps:
-            space = self.env.action_space
-            return self.rng.uniform(space.low, space.high).astype(space.dtype)
+            return self.warmup_policy(self.obs)
         return np.asarray(self.policy(self.obs))
 
     def step(self, action: np.ndarray | None = None) -> EpisodeStats | None:
@@ -197,9 +208,20 @@ class Actor:
         """No step of the current episode has been taken (a safe point to save or stop)."""
         return self._obs is None or self.tally.length == 0
 
-    def run_episodes(self, count: int) -> list[EpisodeStats]:
-        """Run until ``count`` more episodes have ended."""
-        out: list[EpisodeStats] = []
+    def run_episodes(self, count: int, progress: str | None = None) -> list[EpisodeStats]:
+        """Run until ``count`` more episodes have ended (``progress``: a progress bar's label)."""
+        if progress is not None:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=count, desc=progress, unit="ep")
+            out: list[EpisodeStats] = []
+            for _ in range(count):
+                out += self.run_episodes(1)
+                bar.update(1)
+                bar.set_postfix_str(f"success {sum(bool(s.success) for s in out)}/{len(out)}")
+            bar.close()
+            return out
+        out = []
         while len(out) < count:
             stats = self.step()
             if stats is not None:

@@ -181,9 +181,12 @@ class Trainer:
         save_checkpoint(path / "learner", self.learner.state, self.sac.config, self.sac.obs_spec,
                         self.sac.action_spec, extra=counters)  # fmt: skip
         arrays = replay.to_arrays(self.learner.layout, self.learner.replay)
-        pending = np.zeros(0, np.float32) if self._pending is None else self._pending
+        arrays["pending_action"] = (
+            np.zeros(0, np.float32) if self._pending is None else self._pending
+        )
+        arrays["steps"] = np.asarray(self.learner.steps, np.int64)
         with open(path / REPLAY_FILE, "wb") as f:
-            np.savez(f, **arrays, pending_action=pending, steps=np.int64(self.learner.steps))
+            np.savez(f, allow_pickle=False, **arrays)
             f.flush()
             os.fsync(f.fileno())
         (path / TRAINER_FILE).write_text(json.dumps(counters))

@@ -115,7 +115,7 @@ def test_every_store_error_is_one_clear_line(
     def command() -> int:
         raise error
 
-    monkeypatch.setattr(cli, "_resolve", lambda _: command)
+    monkeypatch.setattr(cli, "_resolve", lambda _: lambda *args: command())
     assert cli.main(["train"]) == 2
     assert _one_error_line(capsys.readouterr().err, "train") == f"handrail train: error: {error}"
     monkeypatch.setenv("HANDRAIL_DEBUG", "1")
@@ -127,6 +127,6 @@ def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch)
     def command() -> int:
         raise KeyError("internal")
 
-    monkeypatch.setattr(cli, "_resolve", lambda _: command)
+    monkeypatch.setattr(cli, "_resolve", lambda _: lambda *args: command())
     with pytest.raises(KeyError):
         cli.main(["train"])

@@ -63,7 +63,7 @@ def test_record_and_replay_names_stay_importable_from_demos_cmd() -> None:
 
     homes = {
         demos_common: ("CAMERAS", "StorePath", "parse_episodes"),
-        record_cmd: ("HUMAN_SOURCES", "SCRIPTED", "RecordConfig", "fields_from_space", "record"),
+        record_cmd: ("HUMAN_SOURCES", "RecordConfig", "fields_from_space", "record"),
         replay_cmd: ("ReplayConfig", "env_overrides", "replay"),
     }
     moved = {name for names in homes.values() for name in names}

@@ -14,7 +14,7 @@ import pytest
 
 from handrail.launch.eval_cmd import EvalConfig, ckpt_label, evaluate, locate_checkpoint, video_dir
 from handrail.launch.train_cmd import train
-from handrail.launch.train_config import TrainConfig
+from handrail.launch.train_config import preset
 
 
 def test_bad_episodes_names_the_field() -> None:
@@ -58,9 +58,10 @@ def test_video_goes_into_the_run_videos_folder(tmp_path: Path) -> None:
 
 def test_eval_video_of_a_trained_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    config = TrainConfig(
-        task="reach", steps=40, warmup_steps=20, eval_every=40, eval_episodes=1, episode_steps=20,
-        hidden_dims=(32, 32), batch_size=32, run_dir=run, progress=False, video=True,
+    config = preset(
+        "reach", steps=40, loop={"warmup_steps": 20}, eval_every=40, eval_episodes=1,
+        env_kwargs=("episode_steps=20",), sac={"hidden_dims": (32, 32), "batch_size": 32},
+        run_dir=run, progress=False, video=True,
     )  # fmt: skip
     assert train(config) == 0
     assert evaluate(EvalConfig(path=run, episodes=1, video=True, seed=7)) == 0

@@ -83,7 +83,7 @@ def test_resume_reuses_the_saved_config_and_refuses_other_changes(tmp_path: Path
     assert run == tmp_path and cfg.seed == 3 and cfg.steps == 900
     cfg, _ = resolve_run(parse_args(["--resume", str(tmp_path), "--steps", "2000"]))
     assert cfg.steps == 2000 and cfg.task == "reach"
-    with pytest.raises(ValueError, match="only steps, progress, stop_at_success may change.*seed"):
+    with pytest.raises(ValueError, match=r"only steps, progress, stop_at_success may change.*seed"):
         resolve_run(parse_args(["--resume", str(tmp_path), "--seed", "5"]))
     with pytest.raises(ValueError, match="not a run folder"):
         resolve_run(parse_args(["--resume", str(tmp_path / "nothing")]))

@@ -41,7 +41,7 @@ def test_dict_space_flattens_in_key_order() -> None:
     assert flat.dtype == np.float32
 
 
-def test_grey_and_rgba_images_are_skipped_but_other_uint8_arrays_are_state() -> None:
+def test_grey_and_rgba_images_are_errors_but_other_uint8_arrays_are_state() -> None:
     space = gym.spaces.Dict(
         {
             "grey": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
@@ -49,7 +49,9 @@ def test_grey_and_rgba_images_are_skipped_but_other_uint8_arrays_are_state() -> 
             "counts": gym.spaces.Box(0, 255, (2, 2, 2), np.uint8),
         }
     )
-    spec = ObsSpec.from_space(space)
+    with pytest.raises(TypeError, match="'grey' is a uint8 camera image"):
+        ObsSpec.from_space(space)
+    spec = ObsSpec.from_space(space, ignore=("grey", "rgba"))
     assert spec.keys == ("counts",) and spec.dim == 8
 
 
