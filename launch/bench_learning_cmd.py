@@ -11,9 +11,12 @@ to one CPU, as many at a time as there are CPUs. Then it evaluates each run's fi
 - the training policy's own success after that point, over the evaluations' success there.
 
 Learners: ``handrail`` (the task's preset), ``sb3`` and ``sbx`` (their SAC with handrail's
-sizes, rates, UTD and n-step, the demos preloaded in their replay buffer). Finished runs are
-kept and reused (``--fresh`` reruns them), so a long bench can be stopped and continued.
-Plots per task: success against env steps and against wall clock, every learner on one plot.
+sizes, rates, UTD and n-step, the demos preloaded in their replay buffer). A Gymnasium id
+without a preset (``--tasks HalfCheetah-v5``) is trained without demonstrations, handrail with
+its generic preset and the peers with their own defaults, and its row reports the final return
+and the wall clock instead. Finished runs are kept and reused (``--fresh`` reruns them), so a
+long bench can be stopped and continued. Plots per task: success (or return) against env steps
+and against wall clock, every learner on one plot.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class Run:
 
 def plan(cfg: BenchLearningConfig) -> list[Run]:
     """Every run of the bench, with its ``handrail train`` arguments."""
+    from handrail.launch.envs import HANDRAIL_TASKS
     from handrail.launch.train_config import preset
 
     if cfg.quick:
@@ -103,11 +107,15 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
         for learner in cfg.learners:
             for seed in cfg.seeds:
                 folder = cfg.out / task / f"{learner}-s{seed}"
+                arm = task in HANDRAIL_TASKS
                 argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
-                        "--expert-demos", str(cfg.demos), "--eval-every", str(cfg.eval_every),
-                        "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
-                        "--no-progress", "--learner", "jax" if learner == "handrail" else learner,
-                        *(cfg.train_args if learner == "handrail" else ())]  # fmt: skip
+                        "--expert-demos", str(cfg.demos if arm else 0),
+                        "--eval-every", str(cfg.eval_every if arm else steps // 10),
+                        "--eval-episodes", str(cfg.eval_episodes if arm else 10),
+                        "--run-dir", str(folder), "--no-progress",
+                        "--learner", "jax" if learner == "handrail" else learner,
+                        *(cfg.train_args if learner == "handrail" else
+                          ("--peer-defaults",) if not arm else ())]  # fmt: skip
                 runs.append(Run(task, learner, seed, steps, folder, tuple(argv)))
     return runs
 
@@ -196,7 +204,9 @@ def summarize_run(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {"task": run.task, "learner": run.learner, "seed": run.seed,
                            "final": json.loads((run.folder / "final.json").read_text())}  # fmt: skip
     at = sustained_at(evals)
-    out["curve"] = [(r["env_steps"], r["wall_time_s"], r.get("success_rate")) for r in evals]
+    out["minutes"] = evals[-1]["wall_time_s"] / 60.0 if evals else None
+    out["curve"] = [(r["env_steps"], r["wall_time_s"], r.get("success_rate")
+                     if r.get("success_rate") is not None else r["mean_return"]) for r in evals]  # fmt: skip
     if at is None:
         return out
     since = evals[at]["env_steps"]
@@ -214,15 +224,48 @@ def _cells(group: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The Markdown table: one line per task and learner, seeds side by side."""
+    """The Markdown tables: one line per task and learner, seeds side by side."""
+    success = [r for r in rows if r["final"].get("success_rate") is not None]
+    returns = [r for r in rows if r["final"].get("success_rate") is None]
+    return (_success_table(success) if success else []) + (
+        _return_table(returns) if returns else []
+    )
+
+
+def _groups(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(task, learner, rows by seed) in task, then learner order."""
+    keys = sorted({(r["task"], r["learner"]) for r in rows},
+                  key=lambda k: (k[0], LEARNERS.index(k[1])))  # fmt: skip
+    return [(t, lr, sorted((r for r in rows if (r["task"], r["learner"]) == (t, lr)),
+                           key=lambda r: r["seed"])) for t, lr in keys]  # fmt: skip
+
+
+def _return_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Tasks without a success flag: final return and wall clock, handrail's speed over each."""
+    lines = ["", "| task | learner | seeds | final return (mean) | minutes | handrail's wall clock "
+             "advantage |", "|---|---|---|---|---|---|"]  # fmt: skip
+    minutes = {(t, lr): float(np.mean([r["minutes"] for r in g])) for t, lr, g in _groups(rows)}
+    for task, learner, group in _groups(rows):
+        finals = [{"ret": r["final"]["mean_return"]} for r in group]
+        mean = float(np.mean([f["ret"] for f in finals]))
+        ours = minutes.get((task, "handrail"))
+        speed = (
+            ""
+            if learner == "handrail" or ours is None
+            else f"{minutes[(task, learner)] / ours:.2f}x"
+        )
+        lines.append(f"| {task} | {learner} | {_cells(group, 'seed', 'd')} | "
+                     f"{_cells(finals, 'ret', '.0f')} ({mean:.0f}) | "
+                     f"{_cells(group, 'minutes', '.1f')} | {speed} |")  # fmt: skip
+    return lines
+
+
+def _success_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Tasks with a success flag: when 90% was sustained, and whether it stayed."""
     lines = ["| task | learner | seeds | env steps to 90% sustained | minutes to 90% | lowest "
              "eval after | final success | training / eval success after |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    keys = sorted({(r["task"], r["learner"]) for r in rows},
-                  key=lambda k: (k[0], LEARNERS.index(k[1])))  # fmt: skip
-    for task, learner in keys:
-        group = sorted((r for r in rows if (r["task"], r["learner"]) == (task, learner)),
-                       key=lambda r: r["seed"])  # fmt: skip
+    for task, learner, group in _groups(rows):
         ratios = [{**r, "ratio": r["train_after"] / max(r["eval_after"], 1e-9)}
                   if r.get("train_after") is not None else r for r in group]  # fmt: skip
         finals = [{"final_rate": r["final"]["success_rate"]} for r in group]
@@ -233,6 +276,10 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"{_cells(ratios, 'ratio', '.2f')} |"
         )
     return lines
+
+
+def _success_tasks(rows: Sequence[dict[str, Any]]) -> set[str]:
+    return {r["task"] for r in rows if r["final"].get("success_rate") is not None}
 
 
 def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
@@ -256,12 +303,14 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
                                    label=learner if i == 0 else None)  # fmt: skip
         axes[0].set_xlabel("env steps (thousands)")
         axes[1].set_xlabel("wall clock (minutes, one CPU per run)")
-        axes[0].set_ylabel("eval success")
+        axes[0].set_ylabel("eval success" if task in _success_tasks(rows) else "eval return")
         for ax in axes:
-            ax.axhline(SUSTAIN[0], color="grey", lw=0.8, ls="--")
+            if task in _success_tasks(rows):
+                ax.axhline(SUSTAIN[0], color="grey", lw=0.8, ls="--")
             ax.grid(alpha=0.3)
         axes[0].legend(loc="lower right", fontsize=8)
-        fig.suptitle(f"{task}: sparse reward, scripted demos, every seed")
+        fig.suptitle(f"{task}: every seed" + (", sparse reward, scripted demos"
+                                                if task in _success_tasks(rows) else ""))  # fmt: skip
         path = out / f"{task}.png"
         fig.savefig(path, dpi=80)
         paths.append(path)
