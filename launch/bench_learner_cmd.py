@@ -30,15 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from handrail.launch.bench_learner_report import (
+    print_table,
+    replay_bytes_lines,
+)
+
 LEARNERS = ("handrail", "sbx", "sb3")
 """Learners the bench knows."""
-
-SPEEDUP_GOALS = {1: 2.0, 20: 1.4}
-"""Goal for handrail's env steps/s over SBX's, by UTD (2 critics, same sizes)."""
-RLPD_GOAL_UPDATES_S = 80.0
-"""Goal for the RLPD configuration's gradient updates/s on the 2-core CI machine."""
-SBX_UTD20_WHEN_SET = 14.0
-"""SBX's env steps/s at UTD 20 on that machine when the RLPD goal was set: the speed reference."""
 
 
 def _make_env(name: str, flatten: bool) -> Any:
@@ -64,7 +62,7 @@ def _dims(env: Any) -> dict[str, float]:
 
 def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     from handrail.learners.learner import LoopConfig
-    from handrail.learners.loop import Trainer
+    from handrail.learners.loop import AsyncTrainer, Trainer
     from handrail.learners.sac import SAC, SACConfig
     from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -82,6 +80,8 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     )
     capacity = spec["warmup"] + spec["steps"] + 100
     loop = LoopConfig(warmup_steps=spec["warmup"], buffer_capacity=capacity)
+    if spec["learner"] == "handrail-async":
+        return _run_async(AsyncTrainer(env, sac, loop, seed=0), spec)
     trainer = Trainer(env, sac, loop, seed=0)
     trainer.run(spec["warmup"] + 3)  # warm-up plus the first updates (compilation)
     start = time.perf_counter()
@@ -89,6 +89,23 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     seconds = time.perf_counter() - start
     update_ms = _update_only_ms(sac, trainer.state, max(10, spec["steps"] // spec["utd"]))
     return {"seconds": seconds, "update_only_ms": update_ms, **_dims(env)}
+
+
+def _run_async(trainer: Any, spec: dict[str, Any]) -> dict[str, float]:
+    """The actor's env steps/s (it never waits), and the learner thread's updates/s from the
+    same start until it has run every block owed for those steps."""
+    trainer.run(spec["warmup"] + 3)
+    while trainer.learner.version < 4:  # the learner thread compiles its first blocks
+        time.sleep(0.05)
+    start, version, updates = time.perf_counter(), trainer.learner.version, trainer.updates
+    trainer.run(spec["steps"])
+    seconds = time.perf_counter() - start
+    while trainer.learner.version < version + spec["steps"]:
+        time.sleep(0.005)
+    learner_seconds = time.perf_counter() - start
+    trainer.close()
+    return {"seconds": seconds, "learner_seconds": learner_seconds,
+            "updates": trainer.updates - updates, **_dims(trainer.actor.env)}  # fmt: skip
 
 
 def _update_only_ms(sac: Any, state: Any, calls: int) -> float:
@@ -176,7 +193,8 @@ def update_gflop(spec: dict[str, Any], obs_dim: int, action_dim: int) -> float:
     actor = _mlp_gflop([obs_dim, *spec["hidden"], 2 * action_dim], spec["batch"])
     critic_step = 3 * spec["num_critics"] * critic + actor + 2 * critic
     actor_step = 3 * actor + 2 * spec["num_critics"] * critic
-    return critic_step + actor_step / (spec["utd"] if spec["learner"] == "handrail" else 1)
+    per_block = spec["utd"] if spec["learner"].startswith("handrail") else 1
+    return critic_step + actor_step / per_block
 
 
 def _matmul_gflop_s(spec: dict[str, Any]) -> dict[str, float]:
@@ -203,15 +221,17 @@ def _worker(spec: dict[str, Any]) -> dict[str, float]:
     os.sched_setaffinity(0, spec["cpus"])
     if spec["learner"] == "matmul":
         return _matmul_gflop_s(spec)
-    result = _run_handrail(spec) if spec["learner"] == "handrail" else _run_peer(spec)
+    result = _run_handrail(spec) if spec["learner"].startswith("handrail") else _run_peer(spec)
     steps_per_s = spec["steps"] / result["seconds"]
+    updates = result.get("updates", spec["steps"] * spec["utd"])
+    updates_per_s = updates / result.get("learner_seconds", result["seconds"])
     extra = {"update_only_ms": result["update_only_ms"]} if "update_only_ms" in result else {}
     return {
         **extra,
         "gflop_per_update": update_gflop(spec, int(result["obs_dim"]), int(result["action_dim"])),
         "env_steps_per_s": steps_per_s,
-        "ms_per_update": 1000.0 / (steps_per_s * spec["utd"]),
-        "updates_per_s": steps_per_s * spec["utd"],
+        "ms_per_update": 1000.0 / updates_per_s,
+        "updates_per_s": updates_per_s,
     }
 
 
@@ -240,77 +260,13 @@ def _sim_available() -> str | None:
     return None
 
 
-def _print_table(rows: list[dict[str, Any]], rate: dict[str, Any]) -> None:
-    print(
-        "| env | UTD | learner | env steps/s | ms / grad update | vs SBX | vs SB3 | matmul floor ms |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
-    for r in rows:
-        if "error" in r:
-            print(f"| {r['env']} | {r['utd']} | {r['label']} | error: {r['error']} | | | | |")
-            continue
-        ratios = []
-        for peer in ("sbx", "sb3"):
-            other = by_key.get((r["env"], r["utd"], peer, 2), {})
-            ok = "env_steps_per_s" in other and r["learner"] != peer
-            ratios.append(f"{r['env_steps_per_s'] / other['env_steps_per_s']:.2f}x" if ok else "")
-        print(
-            f"| {r['env']} | {r['utd']} | {r['label']} | {r['env_steps_per_s']:.1f} | "
-            f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} | "
-            f"{1e3 * r['gflop_per_update'] / rate['gflop_s']:.2f} |"
-        )
-    print(
-        f"matmul floor: the update's matmul FLOPs at this CPU's jitted {rate['batch']}x"
-        f"{max(rate['hidden'])} matmul rate, {rate['gflop_s']:.0f} GFLOP/s (best of 20 rounds)"
-    )
-    for line in goal_lines(rows, rate["gflop_s"]):
-        print(line)
-
-
-def goal_lines(rows: list[dict[str, Any]], gflop_s: float) -> list[str]:
-    """Each goal's verdict for this run, with the bounds the update's cost puts on it.
-
-    The floor bound is SBX's ms per update over the floor of handrail's update: what an
-    implementation with no overhead at all would reach. The second bound is SBX's ms per
-    update over handrail's measured jitted update alone: what removing every other per-step
-    cost (env, replay, acting, Python) would reach. The RLPD line also scales its rate
-    by SBX's UTD-20 speed in this run against its speed when the goal was set, because this
-    shared VM's speed drifts by up to 40% within an hour.
-    """
-    by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
-    lines = ["goals:"]
-    for r in rows:
-        if "error" in r or r["learner"] != "handrail":
-            continue
-        sbx = by_key.get((r["env"], r["utd"], "sbx", 2), {})
-        if r["num_critics"] > 2:
-            verdict = "met" if r["updates_per_s"] >= RLPD_GOAL_UPDATES_S else "not met"
-            line = (f"  RLPD on {r['env']}: {r['updates_per_s']:.1f} gradient updates/s, goal "
-                    f"{RLPD_GOAL_UPDATES_S:.0f}: {verdict}")  # fmt: skip
-            if "env_steps_per_s" in sbx:
-                speed = sbx["env_steps_per_s"] / SBX_UTD20_WHEN_SET
-                line += (f" (SBX at UTD 20 ran at {speed:.2f}x its speed when the goal was "
-                         f"set; at that speed: {r['updates_per_s'] / speed:.0f}/s)")  # fmt: skip
-            lines.append(line)
-        elif r["utd"] in SPEEDUP_GOALS and "env_steps_per_s" in sbx:
-            goal, ratio = SPEEDUP_GOALS[r["utd"]], r["env_steps_per_s"] / sbx["env_steps_per_s"]
-            bound = sbx["ms_per_update"] / (1e3 * r["gflop_per_update"] / gflop_s)
-            line = (f"  {r['env']} UTD {r['utd']}: {ratio:.2f}x SBX, goal {goal:.1f}x: "
-                    f"{'met' if ratio >= goal else 'not met'} (floor bound: {bound:.2f}x")  # fmt: skip
-            if "update_only_ms" in r:
-                line += (f"; handrail's jitted update alone takes {r['update_only_ms']:.2f} ms, "
-                         f"so no per-step saving gets past "
-                         f"{sbx['ms_per_update'] / r['update_only_ms']:.2f}x")  # fmt: skip
-            lines.append(line + ")")
-    return lines if len(lines) > 1 else []
-
-
 def _jobs(
     utds: tuple[int, ...], learners: tuple[str, ...], rlpd: bool
 ) -> list[tuple[int, str, int, bool, str]]:
     """(utd, learner, critics, layer_norm, label) for every row of one env."""
     jobs = [(utd, lr, 2, False, lr) for utd in utds for lr in learners]
+    if "handrail" in learners:  # the same learner with actor and learner in their own threads
+        jobs += [(utd, "handrail-async", 2, False, "handrail async") for utd in utds]
     if rlpd:
         jobs.append((20, "handrail", 10, True, "handrail RLPD (10 LN critics)"))
     return jobs
@@ -387,7 +343,9 @@ def bench_learner(
         rows.extend(
             _best_of_rounds({**base, "env": env}, _jobs(utds, learners, rlpd), steps, repeats)
         )
-    _print_table(rows, rate)
+    print_table(rows, rate)
+    for line in replay_bytes_lines():
+        print(line)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2))

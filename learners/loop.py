@@ -22,6 +22,7 @@ folder appears atomically. Allowed only between episodes. Episode ``i`` is reset
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -244,22 +245,21 @@ class AsyncTrainer(Trainer):
         self._thread.start()
 
     def _learn(self) -> None:
-        learner, blocks_done = self.learner, 0
+        """The learner thread: take the queued steps, run the blocks they are owed, else wait."""
+        learner, inbox, blocks_done = self.learner, self._inbox.queue, 0
         try:
             while not self._stop.is_set():
-                try:
-                    step = self._inbox.queue.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                learner.add(step)
-                while not self._inbox.queue.empty():
-                    learner.add(self._inbox.queue.get_nowait())
+                while not inbox.empty():
+                    learner.add(inbox.get_nowait())
                 with learner.lock:
                     learner.flush()
                     owed = learner.steps - max(learner.config.warmup_steps, 1) + 1
                     if learner.ready and blocks_done < owed:
                         learner.update()
                         blocks_done += 1
+                        continue
+                with contextlib.suppress(queue.Empty):  # caught up: wait for the next step
+                    learner.add(inbox.get(timeout=0.05))
         except BaseException as err:  # surfaced in the actor's thread
             self._error = err
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from handrail.launch import bench_learner_cmd
+from handrail.launch import bench_learner_cmd, bench_learner_report
 
 
 def test_bench_learner_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -19,7 +19,11 @@ def test_bench_learner_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     table = capsys.readouterr().out
     rows = json.loads(out.read_text())
     assert code == 0, rows
-    assert [r["learner"] for r in rows] == ["handrail", "sbx"]
+    assert [r["learner"] for r in rows] == ["handrail", "sbx", "handrail-async"]
+    rows, async_row = rows[:2], rows[2]
+    # the async actor never waits: its learner ran some blocks, counted, not assumed utd per step
+    assert async_row["updates_per_s"] > 0 and async_row["label"] == "handrail async"
+    assert async_row["ms_per_update"] == pytest.approx(1e3 / async_row["updates_per_s"])
     for r in rows:
         assert r["updates_per_s"] == pytest.approx(r["env_steps_per_s"] * r["utd"])
         assert r["ms_per_update"] == pytest.approx(1e3 / r["updates_per_s"])
@@ -43,7 +47,11 @@ def test_bench_learner_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert cells["handrail"][:4] == [steps_s, ms, ratio, ""]  # no SB3 row to compare with
     assert cells["sbx"][2:4] == ["", ""]  # no ratio against itself
     assert cells["handrail"][4] == cells["sbx"][4]  # the same FLOPs at the same rate
+    assert float(cells["handrail"][5]) == pytest.approx(float(ms) / float(cells["handrail"][4]),
+                                                        rel=0.02)  # fmt: skip
     assert any(x.startswith("matmul floor:") and "GFLOP/s" in x for x in lines)
+    bytes_lines = [x for x in lines if x.startswith("replay bytes per transition")]
+    assert len(bytes_lines) == 2 and "frames' worth per camera frame" in bytes_lines[1]
 
 
 def test_update_gflop_counts_forward_and_backward_matmuls() -> None:
@@ -71,9 +79,11 @@ def test_goal_lines_give_verdicts_bounds_and_the_speed_reference() -> None:
     rows = [{**_row("handrail", 1, 300.0), "update_only_ms": 2.5}, _row("sbx", 1, 100.0),  # 3x
             _row("handrail", 20, 12.0), _row("sbx", 20, 10.0),  # 1.2x: not met
             _row("handrail", 20, 3.5, critics=10)]  # 70 updates/s: not met  # fmt: skip
-    lines = bench_learner_cmd.goal_lines(rows, gflop_s=100.0)
+    lines = bench_learner_report.goal_lines(rows, gflop_s=100.0)
     assert lines[0] == "goals:"
-    utd1, utd20, rlpd = lines[1:]
+    utd1, utd20, floor20, rlpd = lines[1:]
+    # UTD 20: 1000 / (12 * 20) = 4.17 ms per update over the 2 ms floor
+    assert floor20 == "  E UTD 20: 2.08x the matmul floor, goal 1.25x: not met"
     # floor = 0.2 GFLOP at 100 GFLOP/s = 2 ms; SBX at UTD 1 takes 10 ms -> bound 5x.
     assert "E UTD 1: 3.00x SBX, goal 2.0x: met (floor bound: 5.00x" in utd1
     # The update alone takes 2.5 ms of SBX's 10 ms step: at most 4x by cutting overhead.
@@ -89,13 +99,13 @@ def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture
             {**_row("sbx", 1, 100.0), "label": "sbx"}, {**_row("sb3", 1, 60.0), "label": "sb3"},
             {"env": "E", "utd": 20, "learner": "sbx", "num_critics": 2, "label": "sbx",
              "error": "boom"}]  # fmt: skip
-    bench_learner_cmd._print_table(rows, {"gflop_s": 100.0, "batch": 256, "hidden": [256, 256]})
+    bench_learner_report.print_table(rows, {"gflop_s": 100.0, "batch": 256, "hidden": [256, 256]})
     lines = capsys.readouterr().out.splitlines()
     # 0.2 GFLOP at 100 GFLOP/s = 2 ms; 300 / 100 = 3x SBX, 300 / 60 = 5x SB3.
-    assert "| E | 1 | handrail | 300.0 | 3.33 | 3.00x | 5.00x | 2.00 |" in lines
-    assert "| E | 1 | sbx | 100.0 | 10.00 |  | 1.67x | 2.00 |" in lines
-    assert "| E | 1 | sb3 | 60.0 | 16.67 | 0.60x |  | 2.00 |" in lines
-    assert "| E | 20 | sbx | error: boom | | | | |" in lines
+    assert "| E | 1 | handrail | 300.0 | 3.33 | 3.00x | 5.00x | 2.00 | 1.67 |" in lines
+    assert "| E | 1 | sbx | 100.0 | 10.00 |  | 1.67x | 2.00 | 5.00 |" in lines
+    assert "| E | 1 | sb3 | 60.0 | 16.67 | 0.60x |  | 2.00 | 8.33 |" in lines
+    assert "| E | 20 | sbx | error: boom | | | | | |" in lines
     assert "matmul floor: the update's matmul FLOPs at this CPU's jitted 256x256 matmul rate, " \
            "100 GFLOP/s (best of 20 rounds)" in lines  # fmt: skip
 
@@ -103,4 +113,13 @@ def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture
 def test_goal_lines_skip_rows_without_a_peer_and_failed_rows() -> None:
     rows = [_row("handrail", 1, 300.0), {"env": "E", "utd": 1, "learner": "sbx",
                                          "num_critics": 2, "error": "boom"}]  # fmt: skip
-    assert bench_learner_cmd.goal_lines(rows, gflop_s=100.0) == []
+    assert bench_learner_report.goal_lines(rows, gflop_s=100.0) == []
+
+
+def test_halfcheetah_rows_say_whether_the_core_got_slower() -> None:
+    rows = [{**_row("handrail", 1, 120.0), "env": "HalfCheetah-v5"},
+            {**_row("sbx", 1, 100.0), "env": "HalfCheetah-v5"}]  # fmt: skip
+    (line,) = bench_learner_report.goal_lines(rows, gflop_s=100.0)[1:]
+    assert line.endswith("; before the core was reshaped: 1.22x, slower")
+    rows[0] = {**_row("handrail", 1, 130.0), "env": "HalfCheetah-v5"}
+    assert bench_learner_report.goal_lines(rows, 100.0)[1].endswith("1.22x, not slower")
