@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -65,9 +66,9 @@ class BenchLearningConfig:
     """Runs at a time, each pinned to one CPU (0: one per CPU of this process)."""
     out: Path = Path("runs/bench_learning")
     """Folder of the runs, the table (bench.json, bench.md) and the plots."""
-    train_args: tuple[str, ...] = ()
-    """More ``handrail train`` options for every handrail run (an ablation), e.g.
-    --sac.utd 4; give the ablation its own --out."""
+    train_args: str = ""
+    """More ``handrail train`` options for every handrail run (an ablation), as one string:
+    --train-args="--sac.utd 4"; give the ablation its own --out."""
     fresh: bool = False
     """Rerun runs that already finished (default: reuse them)."""
     quick: bool = False
@@ -114,8 +115,8 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
                         "--eval-episodes", str(cfg.eval_episodes if arm else 10),
                         "--run-dir", str(folder), "--no-progress",
                         "--learner", "jax" if learner == "handrail" else learner,
-                        *(cfg.train_args if learner == "handrail" else
-                          ("--peer-defaults",) if not arm else ())]  # fmt: skip
+                        *(shlex.split(cfg.train_args) if learner == "handrail" else
+                          ["--peer-defaults"] if not arm else [])]  # fmt: skip
                 runs.append(Run(task, learner, seed, steps, folder, tuple(argv)))
     return runs
 
