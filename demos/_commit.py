@@ -50,6 +50,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` durably: temp file, fsync, rename, fsync of the folder."""
+    path = Path(path)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 def atomic_write_json(
     path: Path, obj: Any, *, durable: bool = True, hook: FaultHook | None = None
 ) -> None:

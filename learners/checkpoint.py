@@ -19,6 +19,7 @@ import flax.serialization
 import jax
 import numpy as np
 
+from handrail.demos._commit import fsync_dir, fsync_paths, write_bytes_atomic
 from handrail.learners.sac import SAC, SACConfig, SACState
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -28,23 +29,6 @@ CONFIG_FILE = "config.json"
 """Resolved config, specs, extra and format version."""
 FORMAT_VERSION = 1
 """Bumped when the checkpoint layout changes."""
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], None]) -> Path:
@@ -76,17 +60,14 @@ def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], No
         shutil.rmtree(folder)
     folder.mkdir()
     fill(folder)
-    for file in folder.rglob("*"):
-        if file.is_file():
-            with open(file, "rb+") as f:
-                os.fsync(f.fileno())
+    fsync_paths(p for p in folder.rglob("*") if p.is_file())
     for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
-        _fsync_dir(sub)
+        fsync_dir(sub)
     tmp_link = parent / f"{prefix}link.tmp"
     tmp_link.unlink(missing_ok=True)
     os.symlink(folder.name, tmp_link)
     os.replace(tmp_link, link)
-    _fsync_dir(parent)
+    fsync_dir(parent)
     for old in parent.glob(f"{prefix}*"):  # the previous generation and crashed attempts
         if old.name == folder.name:
             continue
@@ -120,8 +101,8 @@ def save_checkpoint(
         "extra": extra or {},
     }
     state = jax.device_get(state)
-    _write_atomic(path / STATE_FILE, flax.serialization.to_bytes(state))
-    _write_atomic(path / CONFIG_FILE, json.dumps(meta, indent=2).encode())
+    write_bytes_atomic(path / STATE_FILE, flax.serialization.to_bytes(state))
+    write_bytes_atomic(path / CONFIG_FILE, json.dumps(meta, indent=2).encode())
     return path
 
 

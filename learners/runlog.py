@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from handrail.demos._commit import write_bytes_atomic
+
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "learning_curve.png"
@@ -46,15 +48,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
     return value
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class RunDir:
@@ -122,7 +115,7 @@ class RunDir:
     def write_config(self, config: Mapping[str, Any]) -> Path:
         """Writes the resolved config as ``config.json`` (atomically)."""
         text = json.dumps(_jsonable(config), indent=2, sort_keys=True) + "\n"
-        _atomic_write_bytes(self.config_path, text.encode())
+        write_bytes_atomic(self.config_path, text.encode())
         return self.config_path
 
     def read_config(self) -> dict[str, Any]:
