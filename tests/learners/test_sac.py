@@ -211,3 +211,29 @@ def test_presets() -> None:
     hil = SACConfig.hil_serl()
     assert (hil.num_critics, hil.gamma, hil.init_temperature) == (2, 0.97, 0.01)
     assert SACConfig.from_json(hil.to_json()) == hil
+
+
+def test_subset_target_on_real_networks_equals_the_min_over_the_drawn_critics() -> None:
+    """The target evaluates only the drawn critics (params gathered from the ensemble); it must
+    equal evaluating the whole ensemble and taking the min over the same draw."""
+    from handrail.learners import losses
+
+    learner = _sac(num_critics=5, critic_subset=2)
+    state = learner.init(jax.random.PRNGKey(3))
+    batch = jax.tree_util.tree_map(lambda x: jnp.asarray(x[0]), _batch())
+    next_action, next_log_prob = learner.policy_fn(state.actor_params, batch.next_obs,
+                                                   jax.random.PRNGKey(4))  # fmt: skip
+    for seed in range(4):
+        key = jax.random.PRNGKey(seed)
+        args = (state.critic_params, state.target_critic_params, jnp.asarray(0.1), batch,
+                next_action, next_log_prob, key)  # fmt: skip
+        kwargs = {"critic_fn": learner.critic_fn, "critic_subset": 2}
+        _, subset = losses.critic_loss(*args, **kwargs, subset_critic_fn=learner.subset_critic_fn)
+        _, full = losses.critic_loss(*args, **kwargs)
+        np.testing.assert_allclose(float(subset["critic/target"]), float(full["critic/target"]),
+                                   rtol=1e-5)  # fmt: skip
+        all_q = learner.critic_fn(state.target_critic_params, batch.next_obs, next_action)
+        drawn = jax.random.permutation(key, 5)[:2]
+        expected = batch.reward + batch.discount * (jnp.min(all_q[drawn], axis=0)
+                                                    - 0.1 * next_log_prob)  # fmt: skip
+        np.testing.assert_allclose(float(full["critic/target"]), float(expected.mean()), rtol=1e-5)
