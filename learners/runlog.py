@@ -299,6 +299,7 @@ class RunMonitor:
         self.next_eval = (start_steps // eval_every + 1) * eval_every
         self.next_train_log = start_steps + train_log_every
         self.recent_success: list[float] = []
+        self.eval_seconds = sum(float(r.get("eval_s") or 0.0) for r in evals)
         self.last_eval: dict[str, Any] | None = evals[-1] if evals else None
         self.should_stop = False
         self._bar = None
@@ -343,9 +344,17 @@ class RunMonitor:
         return self.should_stop
 
     def evaluate_now(self, env_steps: int) -> dict[str, Any]:
-        """Evaluates, logs, saves latest (and best if improved), redraws the plot."""
+        """Evaluates, logs, saves latest (and best if improved), redraws the plot.
+
+        The record's ``eval_s`` is the evaluation's own wall time, so that training time can be
+        told apart from evaluation time (``train_time_s``).
+        """
+        start = time.monotonic()
         result = self._evaluate(env_steps)
-        record = self.run.log("eval", env_steps, result.as_dict())
+        seconds = time.monotonic() - start
+        self.eval_seconds += seconds
+        record = self.run.log("eval", env_steps, {**result.as_dict(), "eval_s": seconds,
+                              "train_time_s": self.run.wall_time_s() - self.eval_seconds})  # fmt: skip
         if getattr(result, "frames", None):
             self.run.write_video(result.frames, f"eval_{env_steps:08d}", self.video_fps)
         self._save_latest()
