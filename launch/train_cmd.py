@@ -45,6 +45,8 @@ def parse_args(argv: Sequence[str]) -> TrainConfig:
         elif arg.startswith("--task="):
             task = arg.split("=", 1)[1]
     default = preset(task)
+    if any(a == "--demos" or a.startswith("--demos=") for a in argv):
+        default = dataclasses.replace(default, expert_demos=0)  # else the check below refuses
     parsed = tyro.cli(TrainConfig, default=default, args=argv, prog="handrail train",
                       description="Train a policy on a task (defaults: the task's preset).")  # fmt: skip
     env = {**default.env, **parsed.env}  # --env-kwargs adds to the preset's

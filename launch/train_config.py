@@ -186,6 +186,8 @@ def preset(task: str, **overrides: Any) -> TrainConfig:
     loop = {**spec.get("loop", {}), **overrides.pop("loop", {})}
     env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
     plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env")}
+    if overrides.get("demos") is not None and "expert_demos" not in overrides:
+        plain.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
     return TrainConfig(
         task=task, sac=SACConfig.cpu(**sac), loop=LoopConfig(**loop),
         env_kwargs=format_env_kwargs(env), **{**plain, **overrides},

@@ -87,3 +87,11 @@ def test_resume_reuses_the_saved_config_and_refuses_other_changes(tmp_path: Path
         resolve_run(parse_args(["--resume", str(tmp_path), "--seed", "5"]))
     with pytest.raises(ValueError, match="not a run folder"):
         resolve_run(parse_args(["--resume", str(tmp_path / "nothing")]))
+
+
+def test_a_demo_store_replaces_the_presets_expert_demos() -> None:
+    assert preset("pick_cube").expert_demos == 20
+    assert parse_args(["--demos", "store.zarr"]).expert_demos == 0
+    assert preset("pick_cube", demos=Path("store.zarr")).expert_demos == 0
+    with pytest.raises(SystemExit):  # both at once: tyro reports the config's error
+        parse_args(["--demos", "store.zarr", "--expert-demos", "3"])
