@@ -87,3 +87,16 @@ def test_updates_publish_new_versions_only_when_ready() -> None:
 def test_loop_config_names_the_bad_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         LoopConfig(**{field: value})
+
+
+def test_a_growing_intervention_buffer_never_recompiles_the_update() -> None:
+    from handrail.learners import learner as learner_module
+
+    compiled = learner_module._update_jit._cache_size()  # other tests share the jitted update
+    learner = Learner(SAC_, LoopConfig(warmup_steps=2, buffer_capacity=64), seed=0)
+    for t in range(12):  # interventions arrive between updates: the segment keeps growing
+        learner.add(step(float(t), ActedBy.HUMAN if t % 3 else ActedBy.POLICY, done=t % 5 == 4))
+        learner.update()
+    assert int(learner.replay.size[learner.layout.segment(INTERVENTIONS)]) > 4
+    assert learner.version == 11
+    assert learner_module._update_jit._cache_size() - compiled <= 1  # one compilation, any size
