@@ -72,6 +72,8 @@ class BenchLearningConfig:
     --train-args="--sac.utd 4"; give the ablation its own --out."""
     fresh: bool = False
     """Rerun runs that already finished (default: reuse them)."""
+    report_only: bool = False
+    """Start no run: tabulate and plot the finished runs of the plan found in --out."""
     quick: bool = False
     """A smoke run under 10 minutes: pick_cube, handrail and sb3, seed 0, 6k steps, 20
     evaluation episodes. It shows the bench works, not whether a goal is met."""
@@ -102,7 +104,8 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
     if cfg.quick:
         cfg = BenchLearningConfig(tasks=("pick_cube",), learners=("handrail", "sb3"), seeds=(0,),
                                   steps=6_000, eval_episodes=20, final_episodes=20,
-                                  jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh)  # fmt: skip
+                                  jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
+                                  report_only=cfg.report_only)  # fmt: skip
     runs = []
     for task in cfg.tasks:
         steps = cfg.steps or preset(task).steps
@@ -328,9 +331,10 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
 def bench_learning(cfg: Annotated[BenchLearningConfig, tyro.conf.arg(name="")]) -> int:
     """Learning speed and reliability of handrail, SB3 and SBX on the sparse-reward tasks."""
     runs = plan(cfg)
-    execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
+    if not cfg.report_only:
+        execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
     rows = [summarize_run(r) for r in runs if r.done]
-    failed = [str(r.folder) for r in runs if not r.done]
+    failed = [] if cfg.report_only else [str(r.folder) for r in runs if not r.done]
     lines = table(rows)
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "bench.json").write_text(json.dumps({"config": asdict(cfg), "rows": rows},
