@@ -200,7 +200,7 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     from handrail.learners.actor import LearnedPolicy
     from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
     from handrail.learners.evaluation import env_fps, evaluate
-    from handrail.learners.runlog import RunMonitor
+    from handrail.learners.monitor import RunMonitor
 
     make = functools.partial(sac.make_policy, deterministic=True)
     policy = LearnedPolicy(make, trainer.learner, sac.obs_spec, sac.action_spec, seed=cfg.seed)

@@ -36,7 +36,7 @@ import jax
 import numpy as np
 
 from handrail.control.step import Step, TransitionSink
-from handrail.learners import replay
+from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.checkpoint import load_checkpoint, save_checkpoint
 from handrail.learners.learner import Learner, LoopConfig, update_block
@@ -181,7 +181,7 @@ class Trainer:
         counters = self.counters()
         save_checkpoint(path / "learner", self.learner.state, self.sac.config, self.sac.obs_spec,
                         self.sac.action_spec, extra=counters)  # fmt: skip
-        arrays = replay.to_arrays(self.learner.layout, self.learner.replay)
+        arrays = replay_io.to_arrays(self.learner.layout, self.learner.replay)
         arrays["pending_action"] = (
             np.zeros(0, np.float32) if self._pending is None else self._pending
         )
@@ -210,7 +210,7 @@ class Trainer:
                 f"{path}: {REPLAY_FILE} holds {int(arrays['steps'])} env steps but the counters "
                 f"say {counters['learner']['steps']}; the replay belongs to another save"
             )
-        self.learner.restore(state, replay.from_arrays(self.learner.layout, arrays),
+        self.learner.restore(state, replay_io.from_arrays(self.learner.layout, arrays),
                              counters["learner"])  # fmt: skip
         actor = counters["actor"]
         self.actor.env_steps, self.actor.episodes = actor["env_steps"], actor["episodes"]

@@ -28,7 +28,6 @@ overwritten, every row that could reach it has been overwritten before it.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -399,51 +398,3 @@ def valid_mask(layout: ReplayLayout, state: ReplayState) -> np.ndarray:
 def num_rows(layout: ReplayLayout, state: ReplayState, segment: str) -> int:
     """Rows written to a segment (transitions and final observations), up to its capacity."""
     return int(state.size[layout.segment(segment)])
-
-
-# -- save / load ------------------------------------------------------------------------------
-
-
-def to_arrays(layout: ReplayLayout, state: ReplayState) -> dict[str, np.ndarray]:
-    """The live rows of every segment and the counters, as NumPy arrays (for ``np.savez``)."""
-    host = jax.device_get(state)
-    out: dict[str, np.ndarray] = {
-        "layout": np.asarray(json.dumps(layout.to_json())),
-        "pos": host.pos,
-        "size": host.size,
-        "pending": host.pending,
-    }
-    for s, (name, _) in enumerate(layout.segments):
-        live = slice(layout.offset(s), layout.offset(s) + int(host.size[s]))
-        for field, arr in (*host.data.items(), ("reward", host.reward),
-                           ("terminated", host.terminated), ("next", host.next)):  # fmt: skip
-            out[f"{name}/{field}"] = arr[live]
-    return out
-
-
-def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> ReplayState:
-    """Inverse of :func:`to_arrays`; ValueError if they were saved with another layout."""
-    saved = json.loads(str(arrays["layout"]))
-    if saved != json.loads(json.dumps(layout.to_json())):
-        raise ValueError(
-            f"replay was saved with layout {saved} but this learner has {layout.to_json()}; "
-            "resume with the run's own config"
-        )
-    host = jax.device_get(init(layout))
-    data = {k: np.array(v) for k, v in host.data.items()}
-    reward, terminated, nxt = np.array(host.reward), np.array(host.terminated), np.array(host.next)
-    for s, (name, _) in enumerate(layout.segments):
-        n = int(arrays["size"][s])
-        live = slice(layout.offset(s), layout.offset(s) + n)
-        for field, arr in (*data.items(), ("reward", reward), ("terminated", terminated),
-                           ("next", nxt)):  # fmt: skip
-            arr[live] = arrays[f"{name}/{field}"]
-    return ReplayState(
-        data={k: jnp.asarray(v) for k, v in data.items()},
-        reward=jnp.asarray(reward),
-        terminated=jnp.asarray(terminated),
-        next=jnp.asarray(nxt),
-        pos=jnp.asarray(arrays["pos"], jnp.int32),
-        size=jnp.asarray(arrays["size"], jnp.int32),
-        pending=jnp.asarray(arrays["pending"], jnp.int32),
-    )

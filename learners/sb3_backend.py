@@ -30,7 +30,8 @@ import numpy as np
 
 from handrail.control.step import EpisodeTally, step_success
 from handrail.learners.evaluation import EvalResult, env_fps, evaluate
-from handrail.learners.runlog import RunDir, RunMonitor
+from handrail.learners.monitor import RunMonitor
+from handrail.learners.runlog import RunDir
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 if TYPE_CHECKING:

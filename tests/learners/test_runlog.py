@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handrail.learners.evaluation import EvalResult
-from handrail.learners.runlog import RunDir, RunMonitor
+from handrail.learners.runlog import RunDir
 
 
 def video_fps_and_frames(path: Path) -> tuple[float, int]:
@@ -85,16 +84,3 @@ def test_video_is_an_mp4_at_the_given_rate(tmp_path: Path) -> None:
     assert b"ftyp" in path.read_bytes()[:32]
     assert video_fps_and_frames(path) == (10.0, 10)
     assert [p.name for p in path.parent.iterdir()] == ["eval_100.mp4"]  # no temp files left
-
-
-def test_monitor_writes_eval_videos_at_the_env_rate(tmp_path: Path) -> None:
-    """A 10 Hz env's evaluation video plays at 10 fps (it used to be written at 20)."""
-    frames = [np.full((16, 16, 3), i, np.uint8) for i in range(5)]
-    result = EvalResult(success_rate=1.0, ci_low=0.5, ci_high=1.0, mean_return=1.0,
-                        mean_length=4.0, episodes=1, frames=frames)  # fmt: skip
-    with RunDir(tmp_path, tensorboard=False) as run:
-        monitor = RunMonitor(run, total_steps=100, eval_every=50, evaluate=lambda _: result,
-                             save_latest=lambda: None, save_best=lambda: None, video_fps=10.0,
-                             progress=False)  # fmt: skip
-        monitor.evaluate_now(50)
-    assert video_fps_and_frames(tmp_path / "videos" / "eval_00000050.mp4") == (10.0, 5)

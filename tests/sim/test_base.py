@@ -14,7 +14,7 @@ from handrail import sim
 from handrail.control.safety import SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, decode_action
 from handrail.control.transforms import quat_mul, rotvec_to_quat
-from handrail.sim import base
+from handrail.sim._action_math import decode_scalar
 
 TASKS = sim.available_tasks()
 
@@ -139,7 +139,7 @@ def test_scalar_decode_matches_decode_action(frame: str, rotation: str, gripper:
         quat = rng.normal(size=4)
         quat *= rng.uniform(0.5, 2.0) / np.linalg.norm(quat)  # not unit: both normalise
         ref = decode_action(action, cfg, quat)
-        pos, rotvec, grip = base._decode(action, cfg, tuple(quat))
+        pos, rotvec, grip = decode_scalar(action, cfg, tuple(quat))
         np.testing.assert_allclose(pos, ref.delta_pos_m, rtol=0, atol=1e-12)
         expected_rot = np.zeros(3) if rotvec is None else rotvec
         np.testing.assert_allclose(expected_rot, ref.delta_rotvec_rad, rtol=0, atol=1e-12)
@@ -149,11 +149,11 @@ def test_scalar_decode_matches_decode_action(frame: str, rotation: str, gripper:
 
 def test_scalar_decode_passes_nan_through_and_rejects_bad_shapes() -> None:
     cfg = ActionConfig(rotation="yaw")
-    pos, rotvec, grip = base._decode(np.array([np.nan, 2.0, -2.0, 0.5, np.nan]), cfg, (0, 1, 0, 0))
+    pos, rotvec, grip = decode_scalar(np.array([np.nan, 2.0, -2.0, 0.5, np.nan]), cfg, (0, 1, 0, 0))
     assert np.isnan(pos[0]) and pos[1:] == (cfg.max_step_m, -cfg.max_step_m)
     assert rotvec == (0.0, 0.0, 0.5 * cfg.max_rot_step_rad) and np.isnan(grip)
     with pytest.raises(ValueError, match="action must have shape"):
-        base._decode(np.zeros(3), cfg, (0, 1, 0, 0))
+        decode_scalar(np.zeros(3), cfg, (0, 1, 0, 0))
 
 
 def test_env_step_target_matches_the_reference_pipeline() -> None:

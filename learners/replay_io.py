@@ -1,0 +1,61 @@
+"""Saving and loading a replay: the live rows of every segment and the counters as NumPy arrays.
+
+The arrays go into one ``np.savez`` file next to a checkpoint; the layout is saved with them and
+compared on load, so a replay is never read back into a learner built differently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from handrail.learners.replay import ReplayLayout, ReplayState, init
+
+
+def to_arrays(layout: ReplayLayout, state: ReplayState) -> dict[str, np.ndarray]:
+    """The live rows of every segment and the counters, as NumPy arrays (for ``np.savez``)."""
+    host = jax.device_get(state)
+    out: dict[str, np.ndarray] = {
+        "layout": np.asarray(json.dumps(layout.to_json())),
+        "pos": host.pos,
+        "size": host.size,
+        "pending": host.pending,
+    }
+    for s, (name, _) in enumerate(layout.segments):
+        live = slice(layout.offset(s), layout.offset(s) + int(host.size[s]))
+        for field, arr in (*host.data.items(), ("reward", host.reward),
+                           ("terminated", host.terminated), ("next", host.next)):  # fmt: skip
+            out[f"{name}/{field}"] = arr[live]
+    return out
+
+
+def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> ReplayState:
+    """Inverse of :func:`to_arrays`; ValueError if they were saved with another layout."""
+    saved = json.loads(str(arrays["layout"]))
+    if saved != json.loads(json.dumps(layout.to_json())):
+        raise ValueError(
+            f"replay was saved with layout {saved} but this learner has {layout.to_json()}; "
+            "resume with the run's own config"
+        )
+    host = jax.device_get(init(layout))
+    data = {k: np.array(v) for k, v in host.data.items()}
+    reward, terminated, nxt = np.array(host.reward), np.array(host.terminated), np.array(host.next)
+    for s, (name, _) in enumerate(layout.segments):
+        n = int(arrays["size"][s])
+        live = slice(layout.offset(s), layout.offset(s) + n)
+        for field, arr in (*data.items(), ("reward", reward), ("terminated", terminated),
+                           ("next", nxt)):  # fmt: skip
+            arr[live] = arrays[f"{name}/{field}"]
+    return ReplayState(
+        data={k: jnp.asarray(v) for k, v in data.items()},
+        reward=jnp.asarray(reward),
+        terminated=jnp.asarray(terminated),
+        next=jnp.asarray(nxt),
+        pos=jnp.asarray(arrays["pos"], jnp.int32),
+        size=jnp.asarray(arrays["size"], jnp.int32),
+        pending=jnp.asarray(arrays["pending"], jnp.int32),
+    )
