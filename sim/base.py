@@ -19,7 +19,11 @@ Writing a task (one file in ``sim/tasks/``, discovered automatically)
    - ``task_spaces()``: ``{"object": Box(...), "goal": Box(...)}``, float32 Boxes.
    - ``reset_task(rng)``: place objects / goals using only ``rng`` (the env's seeded
      ``np_random``); the arm is already at its (noisy) home pose, kinematics not yet computed.
-   - ``task_obs()``: arrays matching ``task_spaces()``, read from ``self.data``.
+   - ``task_obs()``: arrays matching ``task_spaces()``, read from ``self.data``. Include where
+     to go next as base-frame offsets in decimetres (:func:`offset_dm`, e.g. the object from
+     the tool centre point): from 20 demos, sparse-reward pick_cube went from 0% to 100%
+     success with them, because networks learn centimetre-scale differences of metre-scale
+     positions slowly.
    - ``is_success()``: bool; ``dense_reward()``: shaped reward (used when ``reward="dense"``).
 3. A scripted expert: ``reset(seed=None)`` and ``__call__(obs) -> float32 action in [-1, 1]``,
    constructed as ``Expert(config)``, using only the observation. Build actions with
