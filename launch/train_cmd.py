@@ -38,19 +38,31 @@ _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 def parse_args(argv: Sequence[str]) -> TrainConfig:
     """The TrainConfig of a command line: the preset of its ``--task``, then every option."""
     argv = list(argv)
-    task = "pick_cube"
-    for i, arg in enumerate(argv):
-        if arg == "--task" and i + 1 < len(argv):
-            task = argv[i + 1]
-        elif arg.startswith("--task="):
-            task = arg.split("=", 1)[1]
+    task = _option(argv, "--task") or "pick_cube"
     default = preset(task)
+    sac_preset = _option(argv, "--sac-preset")
+    if sac_preset not in (None, "task"):
+        from handrail.learners.sac import SACConfig
+
+        if sac_preset not in ("cpu", "rlpd", "hil_serl"):
+            raise ValueError(f"--sac-preset {sac_preset!r}: choose task, cpu, rlpd or hil_serl")
+        default = dataclasses.replace(default, sac=getattr(SACConfig, sac_preset)())
     if any(a == "--demos" or a.startswith("--demos=") for a in argv):
         default = dataclasses.replace(default, expert_demos=0)  # else the check below refuses
     parsed = tyro.cli(TrainConfig, default=default, args=argv, prog="handrail train",
                       description="Train a policy on a task (defaults: the task's preset).")  # fmt: skip
     env = {**default.env, **parsed.env}  # --env-kwargs adds to the preset's
     return dataclasses.replace(parsed, env_kwargs=format_env_kwargs(env))
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    """The value given to ``name`` on a command line (``--name V`` or ``--name=V``), if any."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:

@@ -62,6 +62,9 @@ class TrainConfig:
     """Stop early once an evaluation's success rate reaches this value (0..1)."""
     progress: bool = True
     """Show the progress bar."""
+    sac_preset: Literal["task", "cpu", "rlpd", "hil_serl"] = "task"
+    """Where --sac.* starts from: the task's preset, or SACConfig's cpu, rlpd (10 LayerNorm
+    critics, UTD 20, 256x256) or hil_serl (2 critics, gamma 0.97) preset."""
     sac: SACConfig = field(default_factory=SACConfig.cpu)
     """The learner's algorithm settings."""
     loop: LoopConfig = field(default_factory=LoopConfig)

@@ -95,3 +95,10 @@ def test_a_demo_store_replaces_the_presets_expert_demos() -> None:
     assert preset("pick_cube", demos=Path("store.zarr")).expert_demos == 0
     with pytest.raises(SystemExit):  # both at once: tyro reports the config's error
         parse_args(["--demos", "store.zarr", "--expert-demos", "3"])
+
+
+def test_sac_preset_starts_the_learner_from_a_named_preset() -> None:
+    rlpd = parse_args(["--task", "pick_cube", "--sac-preset", "rlpd", "--sac.utd", "10"])
+    assert (rlpd.sac.num_critics, rlpd.sac.hidden_dims, rlpd.sac.utd) == (10, (256, 256), 10)
+    assert rlpd.sac_preset == "rlpd" and rlpd.expert_demos == 20  # the rest is the task's
+    assert parse_args(["--sac-preset=hil_serl"]).sac.gamma == 0.97
