@@ -203,12 +203,16 @@ class Learner:
                     final=flags[1], first=flags[2], actor=actor, valid=flags[3])  # fmt: skip
 
     def take_staged(self) -> tuple[Rows, Rows | None]:
-        """The staged steps as (online rows padded to 2 per step, intervention rows or None)."""
+        """The staged steps as (online rows, intervention rows or None).
+
+        Blocks are padded to a power of two (two rows per step for the online segment), so the
+        jitted insert compiles once per block size whatever the number of steps it gets.
+        """
         steps, self._staged = self._staged, []
         per_segment = self.rows_of(steps)
-        online = self.pack(per_segment[ONLINE], 2 * max(len(steps), 1))
-        interventions = per_segment[INTERVENTIONS]
-        return online, (self.pack(interventions) if interventions else None)
+        online = self.pack(per_segment[ONLINE], 2 * _pow2(len(steps)))
+        runs = per_segment[INTERVENTIONS]
+        return online, (self.pack(runs, _pow2(len(runs))) if runs else None)
 
     def flush(self) -> None:
         """Insert every staged step into the replay."""
@@ -295,6 +299,11 @@ class Learner:
         self._first_online = {int(k): v for k, v in counters["first_online"].items()}
         self._in_intervention = {int(k): v for k, v in counters["in_intervention"].items()}
         self._staged = []
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two >= max(n, 1)."""
+    return 1 << max(n - 1, 0).bit_length()
 
 
 # Jitted bodies live at module level with the learner as a static argument, so every Learner
