@@ -32,17 +32,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import jax
 import numpy as np
 
-from handrail.control.step import Step, TransitionSink
+from handrail.control.step import BOX_KEY, Step, TransitionSink
 from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.checkpoint import load_checkpoint, save_checkpoint
 from handrail.learners.learner import Learner, LoopConfig, update_block
 from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
 from handrail.learners.sac import SAC, SACState
-from handrail.learners.specs import ActionSpec, ObsSpec
+from handrail.learners.specs import ActionSpec
 
 TRAINER_FILE = "trainer.json"
 """Counters of the learner and the actor, next to ``learner/`` and the replay."""
@@ -51,11 +52,23 @@ REPLAY_FILE = "replay.npz"
 
 
 def check_env(env: Any, sac: SAC) -> None:
-    """The env's observation and action spaces match the learner's specs (clear error if not)."""
-    obs_spec = ObsSpec.from_space(env.observation_space)
+    """The env observes every key the learner reads, in its shape, and acts in its action space.
+
+    Keys the learner leaves out (``ObsSpec.from_space(..., ignore=...)``) may be in the env.
+    """
+    space = env.observation_space
+    spaces = space.spaces if isinstance(space, gym.spaces.Dict) else {BOX_KEY: space}
+    problems = [
+        f"{key!r}: the learner reads {shape}, the env has "
+        f"{getattr(spaces.get(key), 'shape', 'no such key')}"
+        for key, shape in zip(sac.obs_spec.keys, sac.obs_spec.shapes, strict=True)
+        if key not in spaces or tuple(spaces[key].shape) != shape
+    ]
+    if problems:
+        raise ValueError(
+            "Trainer: env observations differ from sac.obs_spec: " + "; ".join(problems)
+        )
     action_spec = ActionSpec.from_space(env.action_space)
-    if obs_spec != sac.obs_spec:
-        raise ValueError(f"Trainer: env observations {obs_spec} differ from sac.obs_spec")
     if action_spec != sac.action_spec:
         raise ValueError(f"Trainer: env actions {action_spec} differ from sac.action_spec")
 

@@ -209,3 +209,25 @@ def test_env_that_does_not_match_the_learner_is_a_clear_error(sac: SAC) -> None:
     env = gym.make("MountainCarContinuous-v0")
     with pytest.raises(ValueError, match=r"differ from sac\.obs_spec"):
         Trainer(env, sac, LoopConfig(), seed=0)
+
+
+def test_keys_the_learner_leaves_out_may_stay_in_the_env() -> None:
+    class WithCamera(gym.ObservationWrapper):
+        def __init__(self, env: gym.Env) -> None:
+            super().__init__(env)
+            self.observation_space = gym.spaces.Dict(
+                {"state": env.observation_space,
+                 "front": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)})  # fmt: skip
+
+        def observation(self, obs):
+            return {"state": obs, "front": np.zeros((8, 8, 3), np.uint8)}
+
+    env = WithCamera(_pendulum())
+    spec = ObsSpec.from_space(env.observation_space, ignore=("front",))
+    sac = SAC(spec, ActionSpec.from_space(env.action_space), CONFIG)
+    trainer = Trainer(env, sac, LoopConfig(warmup_steps=4, buffer_capacity=64), seed=0)
+    trainer.run(12)
+    assert trainer.learner.version == 12 - 4 + 1
+    narrow = SAC(ObsSpec(("state",), ((2,),)), ActionSpec.from_space(env.action_space), CONFIG)
+    with pytest.raises(ValueError, match=r"'state': the learner reads \(2,\), the env has \(3,\)"):
+        Trainer(env, narrow, LoopConfig(), seed=0)
