@@ -192,6 +192,7 @@ def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
                    success_key=cfg.success_key)  # fmt: skip
     if cfg.resume is not None:
         trainer.load(run.latest_dir)
+        run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again
 
     def save_latest() -> None:
         write_checkpoint_dir(run.latest_dir, trainer.save_into)
@@ -235,11 +236,12 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
 def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None]) -> None:
     """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save.
 
-    Checkpoints are written only between episodes; after Ctrl-C the loop runs on to the end of
-    the episode, saves and stops.
+    Checkpoints are written only between episodes, so the loop runs on to the end of the
+    episode in which ``steps`` is reached (at most one episode more) or Ctrl-C is pressed:
+    every run ends with a checkpoint, and one that was not stopped with a final evaluation.
     """
     with _graceful_interrupt() as interrupted:
-        while trainer.env_steps < steps:
+        while trainer.env_steps < steps or not trainer.actor.at_episode_start:
             finished = trainer.step()
             episodes = [(e.return_, e.length, e.success) for e in finished]
             stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,

@@ -151,6 +151,27 @@ class RunDir:
                 self._tb.add_scalar(f"{kind}/{key}", float(value), int(env_steps))
         return record
 
+    def rewind(self, env_steps: int) -> int:
+        """Drops the records logged after ``env_steps``; returns how many were dropped.
+
+        A resumed run continues from its latest checkpoint, so the steps a crashed or stopped
+        session took after that checkpoint are taken again: their records would otherwise be
+        in ``metrics.jsonl`` twice. The file is replaced atomically, and the wall clock goes
+        back to that of the last record kept.
+        """
+        from handrail.demos._commit import write_bytes_atomic
+
+        records = self.read_metrics()
+        kept = [r for r in records if int(r.get("env_steps", 0)) <= env_steps]
+        if len(kept) == len(records):
+            return 0
+        self._metrics_file.close()
+        write_bytes_atomic(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        self._metrics_file = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115
+        self._wall_offset_s = max((float(r.get("wall_time_s") or 0.0) for r in kept), default=0.0)
+        self._t0 = time.monotonic()
+        return len(records) - len(kept)
+
     def read_metrics(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Reads back ``metrics.jsonl`` (a torn last line from a crash is skipped)."""
         if not self.metrics_path.is_file():

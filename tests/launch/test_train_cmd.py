@@ -78,6 +78,30 @@ def test_resume_continues_the_run(tiny_run: Path, tmp_path: Path) -> None:
     assert counters["actor"]["env_steps"] == 200 and counters["actor"]["episodes"] == 4
 
 
+def test_resume_after_a_crash_logs_each_step_once(tiny_run: Path, tmp_path: Path) -> None:
+    """A session that crashed after its last checkpoint logged steps that resume takes again."""
+    run_dir = tmp_path / "crashed"
+    shutil.copytree(tiny_run, run_dir, symlinks=True)
+    with open(run_dir / "metrics.jsonl", "a") as f:  # what the crashed session wrote past 100
+        f.write(json.dumps({"kind": "episode", "env_steps": 150, "wall_time_s": 1e6}) + "\n")
+        f.write(json.dumps({"kind": "train", "env_steps": 120, "wall_time_s": 1e6}) + "\n")
+    assert cli.main(["train", "--resume", str(run_dir), "--steps", "200", "--no-progress"]) == 0
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [50, 100, 150, 200]
+    assert all(r["wall_time_s"] < 1e6 for r in records)  # the lost session's clock is gone too
+
+
+def test_a_budget_that_ends_mid_episode_finishes_the_episode(tmp_path: Path) -> None:
+    """Checkpoints and the final evaluation happen between episodes, so the run ends on one."""
+    run_dir = tmp_path / "run"
+    assert train_cmd.train(tiny_config(run_dir, steps=120, eval_every=1000)) == 0
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records if r["kind"] == "episode"] == [50, 100, 150]
+    assert [r["env_steps"] for r in records if r["kind"] == "eval"] == [150]
+    counters = json.loads((run_dir / "checkpoints/latest/trainer.json").read_text())
+    assert counters["actor"]["env_steps"] == 150
+
+
 def _one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
     assert cli.main(args) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]

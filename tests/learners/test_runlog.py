@@ -54,6 +54,20 @@ def test_reopen_appends_and_continues_wall_clock(tmp_path: Path) -> None:
     assert len(RunDir(tmp_path, tensorboard=False).read_metrics()) == 2
 
 
+def test_rewind_drops_later_records_and_their_wall_clock(tmp_path: Path) -> None:
+    lines = [{"kind": "episode", "env_steps": s, "wall_time_s": float(s)} for s in (5, 10, 15)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with RunDir(tmp_path, tensorboard=False) as run:
+        assert run.rewind(10) == 1 and run.rewind(10) == 0
+        record = run.log("episode", 15, {})
+    assert [r["env_steps"] for r in RunDir(tmp_path, tensorboard=False).read_metrics()] == [
+        5,
+        10,
+        15,
+    ]
+    assert 10.0 <= record["wall_time_s"] < 15.0
+
+
 def test_tensorboard_event_file_is_written(tmp_path: Path) -> None:
     with RunDir(tmp_path) as run:
         run.log("train", 1, {"actor/loss": 0.1})
