@@ -248,14 +248,12 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
                                    lambda: trainer.last_metrics)  # fmt: skip
             if stop or (interrupted[0] and finished):
                 break
-        at_boundary = trainer.actor.at_episode_start
-        if (
-            not interrupted[0]
-            and at_boundary
-            and (monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps)
+        # Every way out of the loop is at an episode boundary, where saving is allowed.
+        if not interrupted[0] and (
+            monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
         ):
             monitor.evaluate_now(trainer.env_steps)
-        elif at_boundary:
+        else:
             save_latest()
 
 

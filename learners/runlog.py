@@ -64,9 +64,7 @@ class RunDir:
         self.checkpoints_dir.mkdir(exist_ok=True)
         previous = self.read_metrics()
         # On resume, wall clock continues from where the previous session stopped.
-        self._wall_offset_s = max(
-            (float(r.get("wall_time_s") or 0.0) for r in previous), default=0.0
-        )
+        self._wall_offset_s = _last_wall_time(previous)
         self._t0 = time.monotonic()
         self._metrics_file = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115
         self._tb = None
@@ -168,7 +166,7 @@ class RunDir:
         self._metrics_file.close()
         write_bytes_atomic(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self._metrics_file = open(self.metrics_path, "a", encoding="utf-8")  # noqa: SIM115
-        self._wall_offset_s = max((float(r.get("wall_time_s") or 0.0) for r in kept), default=0.0)
+        self._wall_offset_s = _last_wall_time(kept)
         self._t0 = time.monotonic()
         return len(records) - len(kept)
 
@@ -244,6 +242,11 @@ class RunDir:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _last_wall_time(records: Iterable[Mapping[str, Any]]) -> float:
+    """The wall clock a run folder continues from: the latest ``wall_time_s`` logged."""
+    return max((float(r.get("wall_time_s") or 0.0) for r in records), default=0.0)
 
 
 def _plot_series(
