@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from handrail.control.step import ActedBy
 from handrail.demos import FieldMismatchError, FieldSpec, StoreError, open_store
 from handrail.demos.episodes import (
     ConversionReport,
@@ -30,11 +31,13 @@ from handrail.demos.episodes import (
     write_episode,
     write_store,
 )
+from handrail.demos.format import INTERVENTION_SOURCES
 
 __all__ = [
     "INTERVENTION_NAMES",
     "ConversionReport",
     "Episode",
+    "EpisodeInterventions",
     "StoreMeta",
     "StoreSummary",
     "check_episode",
@@ -42,6 +45,7 @@ __all__ = [
     "disk_size_bytes",
     "episodes_from_data",
     "filter_store",
+    "format_episode_table",
     "format_summary",
     "import_into_store",
     "iter_store_episodes",
@@ -55,10 +59,32 @@ __all__ = [
     "write_store",
 ]
 
-INTERVENTION_NAMES = {0: "policy", 1: "human", 2: "scripted"}
+INTERVENTION_NAMES = INTERVENTION_SOURCES
+"""Who acted, by intervention code (0 policy, 1 human, 2 scripted)."""
 
 
 # ----------------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class EpisodeInterventions:
+    """Who acted in one episode: a row of the per-episode table of ``handrail demos info``."""
+
+    episode: int
+    """Episode id in the store."""
+    num_steps: int
+    """Steps (actions) in the episode."""
+    num_human: int
+    """Steps whose action a human chose."""
+    num_scripted: int
+    """Steps whose action a script (e.g. a scripted expert) chose."""
+    success: bool
+    """Whether the episode is marked successful."""
+
+    @property
+    def human_share(self) -> float:
+        """Share of the episode's steps a human acted in (nan for an episode of no steps)."""
+        return self.num_human / self.num_steps if self.num_steps else math.nan
 
 
 @dataclass(frozen=True)
@@ -72,6 +98,18 @@ class StoreSummary:
     num_successful: int
     num_intervened_steps: int
     size_bytes: int
+    episodes: tuple[EpisodeInterventions, ...] = ()
+    """Who acted, per episode, in store order."""
+
+    @property
+    def num_human_steps(self) -> int:
+        """Steps whose action a human chose, over all episodes."""
+        return sum(e.num_human for e in self.episodes)
+
+    @property
+    def human_share(self) -> float:
+        """Share of steps a human acted in (nan for an empty store)."""
+        return self.num_human_steps / self.num_steps if self.num_steps else math.nan
 
     @property
     def success_rate(self) -> float:
@@ -95,9 +133,20 @@ def disk_size_bytes(path: str | Path) -> int:
 
 
 def summarize(path: str | Path) -> StoreSummary:
-    """Reads a store's commit record (no array data) and summarises it."""
+    """Summarises a store from its commit record and its int8 intervention column.
+
+    Nothing else of the step data is read; a store without interventions (all policy, as the
+    importers write when the source has no such column) gets zero human steps everywhere.
+    """
     reader = open_store(path)
     records = list(reader.episodes)
+    who = reader.step_column("intervention")
+    rows = []
+    for r in records:
+        ep = who[r.start : r.start + r.num_steps]
+        human = int(np.count_nonzero(ep == ActedBy.HUMAN))
+        scripted = int(np.count_nonzero(ep == ActedBy.SCRIPTED))
+        rows.append(EpisodeInterventions(r.id, r.num_steps, human, scripted, r.success))
     return StoreSummary(
         path=str(path),
         meta=store_meta(reader),
@@ -106,6 +155,7 @@ def summarize(path: str | Path) -> StoreSummary:
         num_successful=sum(bool(record_value(r, "success", False)) for r in records),
         num_intervened_steps=sum(int(record_value(r, "num_intervened", 0)) for r in records),
         size_bytes=disk_size_bytes(path),
+        episodes=tuple(rows),
     )
 
 
@@ -118,10 +168,25 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _percent(share: float) -> str:
+    return "n/a" if math.isnan(share) else f"{100 * share:.1f}%"
+
+
+def format_episode_table(rows: Sequence[EpisodeInterventions]) -> str:
+    """Who acted, one line per episode: steps, human and scripted steps, human share, success."""
+    lines = [f"{'episode':>7} {'steps':>6} {'human':>6} {'scripted':>8} {'human %':>8}  success"]
+    for e in rows:
+        lines.append(
+            f"{e.episode:>7} {e.num_steps:>6} {e.num_human:>6} {e.num_scripted:>8} "
+            f"{_percent(e.human_share):>8}  {'yes' if e.success else 'no'}"
+        )
+    return "\n".join(lines)
+
+
 def format_summary(s: StoreSummary) -> str:
     """The summary as a plain-text table."""
-    pct = "n/a" if math.isnan(s.success_rate) else f"{100 * s.success_rate:.1f}%"
-    share = "n/a" if math.isnan(s.intervention_share) else f"{100 * s.intervention_share:.1f}%"
+    pct = _percent(s.success_rate)
+    share = _percent(s.intervention_share)
     rows = [
         ("store", s.path),
         ("kind", s.meta.kind),
@@ -132,6 +197,7 @@ def format_summary(s: StoreSummary) -> str:
         ("steps", str(s.num_steps)),
         ("success rate", f"{pct} ({s.num_successful}/{s.num_episodes})"),
         ("intervention share", f"{share} ({s.num_intervened_steps} steps by human or script)"),
+        ("human share", f"{_percent(s.human_share)} ({s.num_human_steps} steps by a human)"),
         ("size on disk", _human_bytes(s.size_bytes)),
     ]
     width = max(len(k) for k, _ in rows)

@@ -183,6 +183,17 @@ class EpisodeReader:
         """Committed steps over all episodes."""
         return self._num_steps
 
+    def step_column(self, name: str) -> np.ndarray:
+        """One per-step array over every committed step, e.g. ``"intervention"``, (T, ...).
+
+        Reads only that array, so per-step statistics need not load the observations.
+        """
+        path = f"data/{name}"
+        if not any(d.path == path for d in self._step_defs):
+            names = [d.path.removeprefix("data/") for d in self._step_defs]
+            raise ValueError(f"{self.path}: no per-step array {name!r}; it has {names}")
+        return self._rows(path, 0, self._num_steps)
+
     @property
     def attrs(self) -> dict[str, Any]:
         """Root attributes (format, kind, creator, versions, control_dt_s, fields, commit...)."""

@@ -1,4 +1,5 @@
-"""Pure helpers for open-loop replay: how far replayed observations drift from recorded ones.
+"""Pure helpers for open-loop replay: how far replayed observations drift from recorded ones,
+and the marks on the replay video that say who acted at each step.
 
 Nothing here imports MuJoCo: ``handrail replay`` (launch/) runs the sim and hands the arrays in.
 """
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from handrail.control.spaces import is_image
+from handrail.control.step import ActedBy
+from handrail.demos.format import INTERVENTION_SOURCES
 
 DEFAULT_TOLERANCE = 1e-4
 """Default bound on max |replayed - recorded| for state observations (their units: m, rad, ...).
@@ -127,3 +130,83 @@ def format_drift_table(rows: Mapping[str, Mapping[str, KeyDrift]]) -> str:
             lines.append(f"{label:<10} {k:<16} {d.max_abs:>12.3g} {d.mean_abs:>12.3g}{unit}")
             label = ""
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- video highlights
+
+HUMAN_BORDER_RGB = (255, 140, 0)
+"""Border colour (orange) of video frames that show a step a human acted in."""
+
+
+def annotate_frame(
+    frame: np.ndarray, caption: str, *, border_rgb: tuple[int, int, int] | None = None
+) -> np.ndarray:
+    """A copy of an HxWx3 uint8 frame with ``caption`` at its top left, and a border if asked.
+
+    The border is ``max(2, min(H, W) // 60)`` px wide (4 px on the sim's 240x320 renders); the
+    caption is white text on a black box just inside it, in Pillow's default font scaled to the
+    frame height. Nothing else of the frame changes.
+
+    Args:
+        frame: (H, W, 3) uint8 RGB image.
+        caption: One line of text.
+        border_rgb: Colour of the border; None draws none.
+    """
+    img = np.asarray(frame)
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+        raise ValueError(
+            f"annotate_frame: expected an HxWx3 uint8 frame, got {img.dtype}{img.shape}"
+        )
+    from PIL import Image, ImageDraw, ImageFont  # Pillow comes with matplotlib; only videos need it
+
+    height, width = img.shape[:2]
+    border = max(2, min(height, width) // 60)
+    canvas = Image.fromarray(img.copy())
+    draw = ImageDraw.Draw(canvas)
+    font = ImageFont.load_default(size=max(8, height // 20))
+    pad = max(1, border // 2)
+    x, y = border + pad, border + pad
+    _, _, right, bottom = draw.textbbox((x, y), caption, font=font)
+    draw.rectangle((x - pad, y - pad, right + pad - 1, bottom + pad - 1), fill=(0, 0, 0))
+    draw.text((x, y), caption, fill=(255, 255, 255), font=font)
+    out = np.array(canvas)
+    if border_rgb is not None:
+        colour = np.asarray(border_rgb, np.uint8)
+        out[:border] = out[-border:] = colour
+        out[:, :border] = out[:, -border:] = colour
+    return out
+
+
+def highlight_episode_frames(
+    frames: Sequence[np.ndarray], intervention: np.ndarray, *, episode: int
+) -> list[np.ndarray]:
+    """Marks who acted on the frames of one replayed episode.
+
+    Replay renders one frame after the reset and one after each step, so frame 0 shows the start
+    state and frame ``t + 1`` shows the result of step ``t``'s action: that frame is attributed to
+    step ``t``. It gets an orange border (:data:`HUMAN_BORDER_RGB`) if a human chose that action,
+    none for the policy or a script, and every frame a caption such as
+    ``ep 3 step 12: human (25% human)`` (the share of the episode's steps a human acted in).
+
+    Args:
+        frames: The episode's frames, reset frame first; fewer than ``len(intervention) + 1``
+            when the replay ended early.
+        intervention: (T,) who acted per step (0 policy, 1 human, 2 scripted).
+        episode: Episode id for the caption.
+    """
+    who = np.asarray(intervention)
+    if len(frames) > len(who) + 1:
+        raise ValueError(
+            f"episode {episode}: {len(frames)} frames for {len(who)} steps; replay renders one "
+            "frame after the reset and one per step"
+        )
+    human = who == ActedBy.HUMAN
+    share = f"{float(np.mean(human)) if len(who) else 0.0:.0%} human"
+    out = [annotate_frame(frames[0], f"ep {episode} start ({share})")] if len(frames) else []
+    for t, frame in enumerate(frames[1:]):
+        source = INTERVENTION_SOURCES.get(int(who[t]), f"source {int(who[t])}")
+        caption = f"ep {episode} step {t}: {source} ({share})"
+        out.append(
+            annotate_frame(frame, caption, border_rgb=HUMAN_BORDER_RGB if human[t] else None)
+        )
+    return out

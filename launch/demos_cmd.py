@@ -47,16 +47,38 @@ __all__ = [
 # ----------------------------------------------------------------------------- demos ...
 
 
-def info(path: StorePath) -> int:
-    """Summary table of an episode store.
+INFO_LISTS_UP_TO = 20
+"""``demos info`` lists every episode of a store of at most this many episodes unasked."""
+
+
+def info(path: StorePath, episodes: str = "") -> int:
+    """Summary table of an episode store, then who acted in each episode.
+
+    The per-episode table (steps, human and scripted steps, human share, success) lists every
+    episode of a store of at most 20 episodes; of a larger store it lists those named with
+    --episodes, and without it one line says how many there are and how to list them.
 
     Args:
         path: Episode store to summarise.
+        episodes: Episodes to list, e.g. 0,3 or 2-5; empty: all in a store of up to 20 episodes.
     """
-    from handrail.demos.ops import format_summary, summarize
+    from handrail.demos.ops import format_episode_table, format_summary, summarize
 
     def body() -> int:
-        print(format_summary(summarize(path)))
+        summary = summarize(path)
+        wanted = parse_episodes(episodes)
+        by_id = {e.episode: e for e in summary.episodes}
+        missing = sorted(set(wanted or []) - set(by_id))
+        if missing:
+            raise ValueError(f"--episodes: {missing} not in {path}; it has {len(by_id)} episodes")
+        print(format_summary(summary))
+        if wanted is None and len(by_id) > INFO_LISTS_UP_TO:
+            print(
+                f"\nper episode: {len(by_id)} episodes; list them with --episodes "
+                f"0-{len(by_id) - 1} or a subset such as 0-9"
+            )
+        elif by_id:
+            print("\n" + format_episode_table([by_id[e] for e in wanted or by_id]))
         return 0
 
     return guarded("demos info", body)

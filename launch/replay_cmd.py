@@ -29,6 +29,8 @@ class ReplayConfig:
     """Write an MP4 of the replayed episodes here."""
     tolerance: float = DEFAULT_TOLERANCE
     """Largest allowed max abs error of state observations (their units); images not held to it."""
+    highlight: bool = True
+    """Caption video frames with who acted; orange border on human steps (frame t+1 = step t)."""
     on_robot: bool = False
     """Replay on the robot through ROS 2 (comes with the ROS 2 work)."""
 
@@ -77,7 +79,12 @@ def _replay(cfg: ReplayConfig) -> int:
     from handrail import sim
     from handrail.demos import open_store
     from handrail.demos.episodes import iter_store_episodes, record_value, store_meta
-    from handrail.demos.replay import drift_failures, format_drift_table, overall_drift
+    from handrail.demos.replay import (
+        drift_failures,
+        format_drift_table,
+        highlight_episode_frames,
+        overall_drift,
+    )
 
     reader = open_store(cfg.path)
     meta = store_meta(reader)
@@ -89,14 +96,19 @@ def _replay(cfg: ReplayConfig) -> int:
     steps = max((int(record_value(r, "num_steps")) for r in records), default=1)
     overrides = env_overrides(list(meta.obs_fields), steps)
     envs: dict[str, Any] = {}
-    frames: list[np.ndarray] | None = [] if cfg.video else None
+    frames: list[np.ndarray] = []
     drifts = []
     for rec, ep in iter_store_episodes(reader, episodes=wanted):
         task = ep.task or meta.task
         if task not in envs:
             mode = "rgb_array" if cfg.video else None
             envs[task] = sim.make(task, render_mode=mode, **overrides)
-        drifts.append(_replay_episode(envs[task], ep, int(record_value(rec, "id")), frames))
+        eid = int(record_value(rec, "id"))
+        shot: list[np.ndarray] = []
+        drifts.append(_replay_episode(envs[task], ep, eid, shot if cfg.video else None))
+        if cfg.highlight and ep.intervention is not None:  # frame t + 1 shows step t
+            shot = highlight_episode_frames(shot, ep.intervention, episode=eid)
+        frames += shot
     for env in envs.values():
         env.close()
     rows = {f"ep {d.episode}": d.keys for d in drifts}

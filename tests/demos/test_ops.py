@@ -11,10 +11,13 @@ from handrail.demos import FieldMismatchError, FieldSpec, create_store, open_sto
 from handrail.demos.ops import (
     Episode,
     filter_store,
+    format_episode_table,
     format_summary,
     merge_stores,
+    store_meta,
     summarize,
     validate_store,
+    write_store,
 )
 
 FIELDS = [FieldSpec("proprio", "float32", (4,), "m"), FieldSpec("goal", "float64", (3,))]
@@ -78,6 +81,53 @@ def test_summary_counts_episodes_steps_success_and_interventions(tmp_path: Path)
     table = format_summary(s)
     for text in ("episodes", "11", "50.0%", "proprio", "float64", "size on disk"):
         assert text in table
+
+
+def test_summary_counts_who_acted_per_episode(tmp_path: Path) -> None:
+    eps = make_store(tmp_path / "s", [4, 2, 3, 1])
+    patterns = [[1, 1, 0, 2], [0, 0], [2, 1, 0], [2]]  # 0 policy, 1 human, 2 scripted
+    for ep, who in zip(eps, patterns, strict=True):
+        ep.intervention = np.array(who, np.int8)
+    write_store(tmp_path / "p", store_meta(open_store(tmp_path / "s")), eps)
+    s = summarize(tmp_path / "p")
+    rows = [(e.episode, e.num_steps, e.num_human, e.num_scripted, e.success) for e in s.episodes]
+    assert rows == [
+        (0, 4, 2, 1, False),
+        (1, 2, 0, 0, True),
+        (2, 3, 1, 1, False),
+        (3, 1, 0, 1, True),
+    ]
+    assert [e.human_share for e in s.episodes] == pytest.approx([0.5, 0.0, 1 / 3, 0.0])
+    assert s.num_human_steps == 3 and s.human_share == pytest.approx(3 / 10)
+    assert s.num_intervened_steps == 6 and s.intervention_share == pytest.approx(0.6)
+    assert "human share         30.0% (3 steps by a human)" in format_summary(s)
+    header, *lines = format_episode_table(s.episodes).splitlines()
+    assert header.split() == ["episode", "steps", "human", "scripted", "human", "%", "success"]
+    assert [ln.split() for ln in lines] == [
+        ["0", "4", "2", "1", "50.0%", "no"],
+        ["1", "2", "0", "0", "0.0%", "yes"],
+        ["2", "3", "1", "1", "33.3%", "no"],
+        ["3", "1", "0", "1", "0.0%", "yes"],
+    ]
+
+
+def test_summary_of_a_store_without_interventions(tmp_path: Path) -> None:
+    """Importers write no intervention column: every step is the policy's, shares are zero."""
+    eps = make_store(tmp_path / "s", [3, 2])
+    for ep in eps:
+        ep.intervention = None
+    write_store(tmp_path / "p", store_meta(open_store(tmp_path / "s")), eps)
+    s = summarize(tmp_path / "p")
+    assert [(e.num_human, e.num_scripted, e.human_share) for e in s.episodes] == [(0, 0, 0.0)] * 2
+    assert s.human_share == 0.0 and s.intervention_share == 0.0
+    assert "0.0%" in format_episode_table(s.episodes)
+
+
+def test_summary_of_an_empty_store(tmp_path: Path) -> None:
+    make_store(tmp_path / "s", [])
+    s = summarize(tmp_path / "s")
+    assert s.episodes == () and np.isnan(s.human_share)
+    assert "human share         n/a (0 steps by a human)" in format_summary(s)
 
 
 def test_validate_passes_a_clean_store(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Pure drift statistics used by `handrail replay`."""
+"""Pure drift statistics and video highlights used by `handrail replay`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from handrail.demos.replay import (
+    HUMAN_BORDER_RGB,
+    annotate_frame,
     drift_failures,
     episode_drift,
     format_drift_table,
+    highlight_episode_frames,
     key_drift,
     overall_drift,
 )
@@ -63,3 +66,78 @@ def test_missing_keys_and_bad_tolerance_are_clear_errors() -> None:
         episode_drift(0, {"a": np.zeros((2, 1))}, {"b": np.zeros((2, 1))})
     with pytest.raises(ValueError, match="tolerance"):
         drift_failures([], tolerance=-1.0)
+
+
+def noise_frame(seed: int = 0, shape: tuple[int, int] = (240, 320)) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (*shape, 3), dtype=np.uint8)
+
+
+def is_bordered(frame: np.ndarray) -> bool:
+    """The outermost 2 px ring (the thinnest border drawn) is all the human colour."""
+    edges = (frame[:2], frame[-2:], frame[:, :2], frame[:, -2:])
+    ring = np.concatenate([e.reshape(-1, 3) for e in edges])
+    return bool(np.all(ring == HUMAN_BORDER_RGB))
+
+
+@pytest.mark.parametrize("shape", [(240, 320), (96, 128), (480, 640)])
+def test_annotation_adds_a_border_and_a_caption_and_nothing_else(shape: tuple[int, int]) -> None:
+    frame = noise_frame(1, shape)
+    before = frame.copy()
+    plain = annotate_frame(frame, "ep 0 step 3: human", border_rgb=None)
+    marked = annotate_frame(frame, "ep 0 step 3: human", border_rgb=HUMAN_BORDER_RGB)
+    np.testing.assert_array_equal(frame, before)  # a copy; the input is left alone
+    assert plain.shape == marked.shape == frame.shape and marked.dtype == np.uint8
+    assert is_bordered(marked) and not is_bordered(plain)
+    height, width = shape
+    border = max(2, min(shape) // 60)
+    assert np.all(marked[:border] == HUMAN_BORDER_RGB) and np.all(
+        marked[-border:] == HUMAN_BORDER_RGB
+    )
+    for out in (plain, marked):
+        inner = (slice(border, height - border), slice(border, width - border))
+        changed = np.any(out[inner] != frame[inner], axis=-1)
+        rows, cols = np.nonzero(changed)
+        assert rows.size > 0, "the caption must be drawn"
+        assert rows.min() <= 2 and cols.min() <= 2  # a box at the top left, inside the border
+        assert rows.max() < height // 6, "the caption is one line at the top"
+        box = changed[: rows.max() + 1, : cols.max() + 1]
+        assert box.all(), "the changed interior pixels are exactly the caption box"
+    # the plain frame's outer ring is the original: policy frames get no border
+    np.testing.assert_array_equal(plain[-border:], frame[-border:])
+    np.testing.assert_array_equal(plain[:, -border:], frame[:, -border:])
+
+
+def test_annotation_rejects_frames_that_are_not_rgb_uint8() -> None:
+    with pytest.raises(ValueError, match="HxWx3 uint8"):
+        annotate_frame(np.zeros((8, 8), np.uint8), "x")
+    with pytest.raises(ValueError, match="HxWx3 uint8"):
+        annotate_frame(np.zeros((8, 8, 3), np.float32), "x")
+
+
+def test_frame_after_step_t_carries_step_t() -> None:
+    """Frame 0 is the reset; frame t + 1 is rendered after step t and is marked with step t."""
+    who = np.array([0, 1, 1, 0, 2, 1], np.int8)
+    frames = [np.full((60, 80, 3), 90, np.uint8)] * (len(who) + 1)
+    out = highlight_episode_frames(frames, who, episode=4)
+    assert len(out) == len(frames)
+    assert [is_bordered(f) for f in out] == [False, False, True, True, False, False, True]
+    # replay ended after 3 steps: the frames there are marks of the same steps
+    short = highlight_episode_frames(frames[:4], who, episode=4)
+    assert [is_bordered(f) for f in short] == [False, False, True, True]
+    with pytest.raises(ValueError, match="one per step"):
+        highlight_episode_frames(frames + frames[:1], who, episode=4)
+
+
+def test_caption_says_who_acted() -> None:
+    """The same frame at the same step is captioned differently for policy, human and script."""
+    frame = np.full((120, 160, 3), 200, np.uint8)
+    inner = (slice(4, 40), slice(4, 156))  # inside any border, covering the caption
+    captions = [
+        highlight_episode_frames([frame, frame], np.array([code], np.int8), episode=0)[1][inner]
+        for code in (0, 1, 2)
+    ]
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert np.any(captions[i] != captions[j]), (i, j)
+    start = highlight_episode_frames([frame], np.array([1], np.int8), episode=0)[0]
+    assert not is_bordered(start) and np.any(start != frame)  # captioned, never bordered

@@ -37,6 +37,78 @@ def test_demos_commands_end_to_end(
     assert info["total_episodes"] == 4
 
 
+def episode_rows(out: str) -> dict[int, list[str]]:
+    """The per-episode table of `demos info` output: episode id -> its other columns."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["episode", "steps"])
+    return {int(ln.split()[0]): ln.split()[1:] for ln in lines[start + 1 :] if ln.strip()}
+
+
+def test_info_lists_who_acted_per_episode(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from handrail.demos.ops import iter_store_episodes, store_meta, write_store
+
+    reader = open_store(recorded)
+    eps = [ep for _, ep in iter_store_episodes(reader)]
+    n = [ep.num_steps for ep in eps]
+    eps[0].intervention = (np.arange(n[0]) < 4).astype(np.int8)  # a human for 4 steps, then policy
+    eps[1].intervention = np.zeros(n[1], np.int8)  # the policy alone
+    # eps[2] stays as recorded: the scripted expert throughout
+    write_store(tmp_path / "s", store_meta(reader), eps)
+    assert cli.main(["demos", "info", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    ok = [("yes" if ep.success else "no") for ep in eps]
+    assert episode_rows(out) == {
+        0: [str(n[0]), "4", "0", f"{400 / n[0]:.1f}%", ok[0]],
+        1: [str(n[1]), "0", "0", "0.0%", ok[1]],
+        2: [str(n[2]), "0", str(n[2]), "0.0%", ok[2]],
+    }
+    assert f"{400 / sum(n):.1f}% (4 steps by a human)" in out
+    assert cli.main(["demos", "info", str(tmp_path / "s"), "--episodes", "2"]) == 0
+    assert list(episode_rows(capsys.readouterr().out)) == [2]
+
+
+def test_info_of_an_imported_store_has_no_interventions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """diffusion_policy buffers say nothing of who acted: the import is all policy steps."""
+    import zarr
+
+    root = zarr.open_group(str(tmp_path / "dp.zarr"), mode="w", zarr_format=2)
+    data = root.create_group("data")
+    data.create_array("state", data=np.zeros((7, 3), np.float32))
+    data.create_array("action", data=np.ones((7, 2), np.float32))
+    root.create_group("meta").create_array("episode_ends", data=np.array([3, 7], np.int64))
+    store = tmp_path / "s"
+    args = ["--format", "diffusion_policy", "--out", str(store), "--control-dt-s", "0.1"]
+    assert cli.main(["demos", "import", str(tmp_path / "dp.zarr"), *args]) == 0
+    capsys.readouterr()
+    assert cli.main(["demos", "info", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert episode_rows(out) == {0: ["3", "0", "0", "0.0%", "no"], 1: ["4", "0", "0", "0.0%", "no"]}
+    assert "0.0% (0 steps by a human)" in out
+
+
+def test_info_of_a_large_store_lists_episodes_on_request(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from handrail.demos.ops import iter_store_episodes, store_meta, write_store
+
+    reader = open_store(recorded)
+    (ep,) = [ep for _, ep in iter_store_episodes(reader, episodes=[0])]
+    count = demos_cmd.INFO_LISTS_UP_TO + 1
+    write_store(tmp_path / "big", store_meta(reader), [ep] * count)
+    assert cli.main(["demos", "info", str(tmp_path / "big")]) == 0
+    out = capsys.readouterr().out
+    assert f"per episode: {count} episodes; list them with --episodes 0-{count - 1}" in out
+    assert "scripted" not in out  # no table unasked
+    assert cli.main(["demos", "info", str(tmp_path / "big"), "--episodes", f"3,{count - 1}"]) == 0
+    assert list(episode_rows(capsys.readouterr().out)) == [3, count - 1]
+    assert cli.main(["demos", "info", str(tmp_path / "big"), "--episodes", f"{count}"]) == 2
+    assert f"[{count}] not in" in capsys.readouterr().err
+
+
 def test_validate_exits_non_zero_on_a_damaged_chunk(
     recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import imageio.v2 as imageio
+import numpy as np
 import pytest
 
 from handrail.demos import open_store
@@ -24,6 +25,40 @@ def test_replay_reproduces_recorded_observations(
         # at the recorded control rate; one frame per reset and per replayed step
         assert mp4.get_meta_data()["fps"] == pytest.approx(1.0 / reader.attrs["control_dt_s"])
         assert mp4.count_frames() == steps + 2
+
+
+def test_replay_video_frames_human_steps_in_orange(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The frame after step t is framed in orange exactly when a human acted in step t."""
+    from handrail.demos.ops import iter_store_episodes, store_meta, write_store
+    from handrail.demos.replay import HUMAN_BORDER_RGB
+
+    reader = open_store(recorded)
+    (ep,) = [ep for _, ep in iter_store_episodes(reader, episodes=[1])]
+    human = {1, 2, ep.num_steps - 1}
+    ep.intervention = np.array([t in human for t in range(ep.num_steps)], np.int8)
+    write_store(tmp_path / "s", store_meta(reader), [ep])
+    videos = {}
+    for name, flags in (("marked", []), ("bare", ["--no-highlight"])):
+        videos[name] = tmp_path / f"{name}.mp4"
+        argv = ["replay", str(tmp_path / "s"), "--video", str(videos[name]), *flags]
+        assert cli.main(argv) == 0
+    capsys.readouterr()
+    marked, bare = (np.stack(imageio.mimread(videos[k])).astype(float) for k in ("marked", "bare"))
+    assert len(marked) == len(bare) == ep.num_steps + 1
+
+    def framed(frames: np.ndarray) -> list[int]:
+        """Frames whose outer 2 px columns are orange (to within the video codec's error)."""
+        edges = np.concatenate([frames[:, 40:-40, :2], frames[:, 40:-40, -2:]], axis=2)
+        err = np.abs(edges - np.asarray(HUMAN_BORDER_RGB)).mean(axis=(1, 2, 3))
+        return [k for k, e in enumerate(err) if e < 25]
+
+    assert framed(marked) == sorted(t + 1 for t in human)
+    assert framed(bare) == []
+    caption, scene = (slice(8, 18), slice(8, 60)), (slice(120, 200), slice(120, 240))
+    assert np.abs(marked[0][caption] - bare[0][caption]).mean() > 40  # captioned, policy or not
+    assert np.abs(marked[0][scene] - bare[0][scene]).mean() < 5  # the render itself unchanged
 
 
 def test_replay_flags_drift_beyond_tolerance(
