@@ -128,16 +128,20 @@ class EpisodeTally:
     def __init__(self) -> None:
         self.return_ = 0.0
         self.length = 0
+        self.human_steps = 0
         self.success: bool | None = None
 
     def reset(self, info: Mapping[str, Any] | None = None, success_key: str = "success") -> None:
         """Start a new episode (``info`` from ``env.reset`` may already report success)."""
-        self.return_, self.length = 0.0, 0
+        self.return_, self.length, self.human_steps = 0.0, 0, 0
         self.success = None if info is None else step_success(info, success_key)
 
-    def add(self, reward: float, success: bool | None) -> None:
+    def add(
+        self, reward: float, success: bool | None, acted_by: ActedBy = ActedBy.POLICY
+    ) -> None:
         """Count one step."""
         self.return_ += float(reward)
         self.length += 1
+        self.human_steps += acted_by == ActedBy.HUMAN
         if success is not None:
             self.success = bool(self.success) or success

@@ -55,6 +55,8 @@ class EpisodeStats:
     """Env steps in the episode."""
     success: bool | None
     """True if the success flag was true at any step; None if the env reports none."""
+    human_steps: int = 0
+    """Steps in which a person (or a simulated one) acted instead of the policy."""
 
 
 @jax.jit
@@ -193,7 +195,7 @@ class Actor:
         )  # fmt: skip
         for sink in self.sinks:
             sink.add(step)
-        self.tally.add(step.reward, success)
+        self.tally.add(step.reward, success, acted_by)
         self.env_steps += 1
         self._render()
         if not step.done:
@@ -201,7 +203,8 @@ class Actor:
             return None
         self._obs = None
         self.episodes += 1
-        return EpisodeStats(self.tally.return_, self.tally.length, self.tally.success)
+        tally = self.tally
+        return EpisodeStats(tally.return_, tally.length, tally.success, tally.human_steps)
 
     @property
     def at_episode_start(self) -> bool:
