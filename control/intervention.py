@@ -152,9 +152,10 @@ class Arbiter:
         self.last_device_gripper: float | None = None
         self.last_executed_gripper = -1.0  # open until an action says otherwise
 
-    def reset(self) -> None:
-        """Start of an episode: the policy acts until the person takes over again."""
-        self.engaged = self.toggled = False
+    def reset(self, take_over: bool = False) -> None:
+        """Start of an episode: the policy acts until the person takes over again (or, with
+        ``take_over``, the person is in control as if they had toggled, e.g. to record demos)."""
+        self.engaged = self.toggled = take_over
         self.last_input_s = -math.inf
         self.human_gripper = None
 

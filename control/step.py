@@ -136,9 +136,7 @@ class EpisodeTally:
         self.return_, self.length, self.human_steps = 0.0, 0, 0
         self.success = None if info is None else step_success(info, success_key)
 
-    def add(
-        self, reward: float, success: bool | None, acted_by: ActedBy = ActedBy.POLICY
-    ) -> None:
+    def add(self, reward: float, success: bool | None, acted_by: ActedBy = ActedBy.POLICY) -> None:
         """Count one step."""
         self.return_ += float(reward)
         self.length += 1

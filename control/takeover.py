@@ -67,6 +67,8 @@ class DeviceHuman:
         clock: seconds, monotonic (injected for tests).
         sleep: how to wait while paused (injected for tests).
         notify: where prompts go (pause, waiting at reset).
+        in_control: the person is in control from every episode start (recording demos);
+            otherwise the policy is, until the person takes over.
     """
 
     def __init__(
@@ -78,13 +80,14 @@ class DeviceHuman:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         notify: Callable[[str], None] = print,
+        in_control: bool = False,
     ) -> None:
-        self.device, self.arbiter = device, arbiter
+        self.device, self.arbiter, self.in_control = device, arbiter, in_control
         self.name = device.name
         self._ee_quat, self._clock, self._sleep, self._notify = ee_quat, clock, sleep, notify
 
     def reset(self, seed: int | None) -> None:
-        self.arbiter.reset()
+        self.arbiter.reset(take_over=self.in_control)
 
     def decide(self, obs: Any, policy_action: np.ndarray) -> Decision:
         """The arbiter's decision; while paused, waits (polling the device) and keeps events."""
@@ -101,8 +104,9 @@ class DeviceHuman:
         return Decision(decision.action, decision.acted_by, tuple(events), False)
 
     def wait_ready(self) -> None:
-        """Wait at reset until the person gives any event or takes over (then hands back)."""
-        self._notify(f"{self.name}: reset the scene, then press any event key/button to start")
+        """Wait at reset until the person gives any event (e.g. the intervene toggle)."""
+        self._notify(f"{self.name}: reset the scene, then press the intervene key/button (or "
+                     "any event) to start the episode")  # fmt: skip
         while True:
             state = self.device.read()
             if state.events:

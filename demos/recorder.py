@@ -269,6 +269,13 @@ class EpisodeRecorder:
         """An episode has begun and not ended yet (``close`` would drop it)."""
         return self._open
 
+    def discard(self) -> None:
+        """Throw the open episode away (a person asked to record it again); nothing of it is
+        committed. No-op between episodes."""
+        if self._open:
+            self._writer.abort_episode()
+            self._open = False
+
     def flush(self) -> None:
         """Block until every ended episode is committed (not for the control loop)."""
         self._writer.flush()

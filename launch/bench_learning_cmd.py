@@ -35,8 +35,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import tyro
 
-LEARNERS = ("handrail", "sb3", "sbx")
-"""Learners the bench knows (handrail's JAX SAC, Stable-Baselines3's SAC, SBX's SAC)."""
+LEARNERS = ("handrail", "handrail-hil", "sb3", "sbx")
+"""Learners the bench knows: handrail's JAX SAC, the same with the simulated person in the loop
+(``--human simulated``, see ``handrail bench hil``), Stable-Baselines3's SAC, SBX's SAC."""
 SUSTAIN = (0.9, 3)
 """Success threshold and how many consecutive evaluations must reach it."""
 FINAL_SEED = 500_000
@@ -49,7 +50,11 @@ class BenchLearningConfig:
 
     tasks: tuple[str, ...] = ("pick_cube", "peg_insert", "push")
     """Tasks to train on."""
-    learners: tuple[Literal["handrail", "sb3", "sbx"], ...] = LEARNERS
+    learners: tuple[Literal["handrail", "handrail-hil", "sb3", "sbx"], ...] = (
+        "handrail",
+        "sb3",
+        "sbx",
+    )
     """Learners to compare."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """Seeds per task and learner."""
@@ -118,8 +123,9 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
                         "--eval-every", str(cfg.eval_every if arm else steps // 5),
                         "--eval-episodes", str(cfg.eval_episodes if arm else 5),
                         "--run-dir", str(folder), "--no-progress",
-                        "--learner", "jax" if learner == "handrail" else learner,
-                        *(shlex.split(cfg.train_args) if learner == "handrail" else
+                        "--learner", learner if learner in ("sb3", "sbx") else "jax",
+                        *(["--human", "simulated"] if learner == "handrail-hil" else []),
+                        *(shlex.split(cfg.train_args) if learner.startswith("handrail") else
                           ["--peer-defaults"] if not arm else [])]  # fmt: skip
                 runs.append(Run(task, learner, seed, steps, folder, tuple(argv)))
     return runs
@@ -218,9 +224,15 @@ def summarize_run(run: Run) -> dict[str, Any]:
     out["minutes"] = _train_s(evals[-1]) / 60.0 if evals else None
     out["curve"] = [(r["env_steps"], _train_s(r), r.get("success_rate")
                      if r.get("success_rate") is not None else r["mean_return"]) for r in evals]  # fmt: skip
+    if any("human_steps" in e for e in episodes):
+        from handrail.learners.monitor import intervention_summary
+
+        out["human"] = intervention_summary(episodes)
     if at is None:
         return out
     since = evals[at]["env_steps"]
+    out["human_steps_to_goal"] = sum(int(e.get("human_steps", 0)) for e in episodes
+                                     if e["env_steps"] <= since)  # fmt: skip
     later = [r["success_rate"] for r in evals[at:]]
     train = [e.get("success", 0.0) for e in episodes if e["env_steps"] > since]
     out.update(steps_to_goal=since, minutes_to_goal=_train_s(evals[at]) / 60.0,
@@ -304,7 +316,7 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     for task in sorted({r["task"] for r in rows}):
         fig = Figure(figsize=(10, 3.6), layout="constrained")
         axes = fig.subplots(1, 2, sharey=True)
-        for color, learner in zip(("C0", "C1", "C2"), LEARNERS, strict=True):
+        for color, learner in zip(("C0", "C3", "C1", "C2"), LEARNERS, strict=True):
             group = [r for r in rows if (r["task"], r["learner"]) == (task, learner)]
             for col, scale in ((0, 1e-3), (1, 1 / 60)):
                 for i, r in enumerate(group):

@@ -72,6 +72,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("bench", "store"): Command(
         "bench_store_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."
     ),
+    ("bench", "hil"): Command(
+        "bench_hil_cmd:bench_hil",
+        "Env steps to 90% with and without the simulated human in the loop (HIL-SERL's effect).",
+    ),
 }
 
 

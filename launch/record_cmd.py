@@ -5,15 +5,17 @@ The sim is imported when the command runs, not when the command table is read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
 
-from handrail.launch.demos_common import CAMERAS, fail, guarded
+from handrail.launch.demos_common import CAMERAS, guarded
+from handrail.launch.human import DEVICES, HumanLoopConfig
 
-HUMAN_SOURCES = ("keyboard", "gamepad", "spacemouse")
+HUMAN_SOURCES = DEVICES
+"""Sources of `record` that are a person at a device."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,8 @@ class RecordConfig:
     out: str
     """Episode store to write (a folder)."""
     source: Literal["expert", "keyboard", "gamepad", "spacemouse"] = "expert"
-    """Who acts: the task's scripted expert, or a human device (comes with interventions)."""
+    """Who acts: the task's scripted expert, or a person at a device (keyboard in this
+    terminal, a gamepad, a SpaceMouse): the person is in control from each episode start."""
     episodes: int = 10
     """Number of episodes to record."""
     seed: int = 0
@@ -38,6 +41,8 @@ class RecordConfig:
     """Append to an existing store (its fields must match) instead of creating one."""
     overwrite: bool = False
     """Replace an existing store at --out."""
+    hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
+    """Device settings for a person (--hil.mapping FILE, --hil.arbiter.operator-yaw-rad...)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -98,6 +103,8 @@ def _record(cfg: RecordConfig) -> int:
     if cfg.camera_names:
         overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
     env = sim.make(cfg.task, **overrides)
+    if cfg.source in DEVICES:
+        return _record_person(cfg, env)
     expert = sim.make_expert(cfg.task, env)
     try:
         with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
@@ -115,12 +122,55 @@ def _record(cfg: RecordConfig) -> int:
     return 0
 
 
+class _KeepOrDiscard:
+    """Forwards steps to the recorder, except an episode the person asked to record again."""
+
+    def __init__(self, recorder: Any, env: Any) -> None:
+        self.recorder, self.env = recorder, env
+
+    def add(self, step: Any) -> None:
+        if step.done and self.env.rerecord_requested:
+            self.recorder.discard()
+        else:
+            self.recorder.add(step)
+
+
+def _record_person(cfg: RecordConfig, env: Any) -> int:
+    """Teleoperated demonstrations: the person drives every step and ends each episode with
+    an event (success, failure, end) or the time limit; "rerecord" throws the episode away."""
+    from handrail.control.takeover import InterventionEnv
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.launch.human import make_device_human
+    from handrail.learners.actor import Actor
+
+    human = make_device_human(env, cfg.task, cfg.source, cfg.hil, in_control=True)
+    wrapped = InterventionEnv(env, human, wait_at_reset=True)
+    still = np.zeros(env.action_space.shape, env.action_space.dtype)  # if the person lets go
+    kept, successes = 0, 0
+    try:
+        with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
+            actor = Actor(wrapped, lambda obs: still, seed=cfg.seed,
+                          sinks=[_KeepOrDiscard(recorder, wrapped)])  # fmt: skip
+            try:
+                while kept < cfg.episodes:
+                    stats = actor.run_episodes(1)[0]
+                    if wrapped.rerecord_requested:
+                        print(f"episode thrown away; recording it again ({kept}/{cfg.episodes})")
+                        continue
+                    kept, successes = kept + 1, successes + bool(stats.success)
+                    print(f"episode {kept}/{cfg.episodes}: {stats.length} steps, "
+                          f"{'success' if stats.success else 'no success'}, human "
+                          f"{stats.human_steps / max(stats.length, 1):.0%}")  # fmt: skip
+            except KeyboardInterrupt:
+                print(f"interrupted: {kept} finished episodes committed to {cfg.out}; "
+                      "the unfinished one was dropped")  # fmt: skip
+                return 130
+    finally:
+        wrapped.close()
+    print(f"recorded {kept} episodes of {cfg.task} into {cfg.out}: {successes} successful")
+    return 0
+
+
 def record(cfg: Annotated[RecordConfig, tyro.conf.arg(name="")]) -> int:
-    """Record episodes of a task into a Zarr episode store."""
-    if cfg.source in HUMAN_SOURCES:
-        return fail(
-            "record",
-            f"--source {cfg.source}: human teleoperation devices come with the interventions "
-            "work; use --source expert for now",
-        )
+    """Record episodes of a task into a Zarr episode store (scripted expert or a person)."""
     return guarded("record", lambda: _record(cfg))

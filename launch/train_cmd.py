@@ -99,6 +99,10 @@ def train(config: TrainConfig) -> int:
     specs = learner_specs(env, cfg)
     demos = load_demos(cfg, env, *specs)
     recorder = open_recorder(cfg, env)  # checked before the run folder exists
+    if cfg.human != "none":  # after the expert demos: those are the expert's alone
+        from handrail.launch.human import with_human
+
+        env = with_human(env, cfg.task, cfg.human, cfg.hil, cfg.success_key)
     eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     try:
@@ -109,6 +113,8 @@ def train(config: TrainConfig) -> int:
             else:
                 sinks = [] if recorder is None else [recorder]
                 last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
+                if cfg.human != "none":
+                    _print_interventions(run)
     finally:
         if recorder is not None:
             recorder.close()
@@ -116,6 +122,7 @@ def train(config: TrainConfig) -> int:
         eval_env.close()
     if last is not None:
         print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
+
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     return 0
 
@@ -147,6 +154,15 @@ def open_recorder(cfg: TrainConfig, env: Any) -> Any:
         control_dt_s=float(getattr(env.unwrapped, "control_dt_s", 0.0)) or 1.0 / env_fps(env),
         task=cfg.task, kind="rollout",
     )  # fmt: skip
+
+
+def _print_interventions(run: Any) -> None:
+    """The run's intervention summary (the plot of the run folder shows it over time)."""
+    from handrail.learners.monitor import intervention_summary
+
+    summary = intervention_summary(run.read_metrics("episode"))
+    text = {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
+    print(f"handrail train: interventions {json.dumps(text)}", file=sys.stderr)
 
 
 def _short(record: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +215,7 @@ def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
 
     monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest)
     try:
-        _jax_loop(trainer, monitor, cfg.steps, save_latest)
+        _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none")
     finally:
         monitor.close()
         if isinstance(trainer, AsyncTrainer):
@@ -230,11 +246,15 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every, evaluate=run_eval,
                       save_latest=save_latest, save_best=save_best, start_steps=trainer.env_steps,
                       progress=cfg.progress, stop_at_success=cfg.stop_at_success,
-                      video_fps=env_fps(eval_env))  # fmt: skip
+                      video_fps=env_fps(eval_env),
+                      status=getattr(trainer.actor.env, "status", None))  # fmt: skip
 
 
-def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None]) -> None:
+def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None], *,
+              human: bool = False) -> None:  # fmt: skip
     """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save.
+
+    With a ``human`` in the loop, each episode's record carries the steps the person acted.
 
     Checkpoints are written only between episodes, so the loop runs on to the end of the
     episode in which ``steps`` is reached (at most one episode more) or Ctrl-C is pressed:
@@ -243,7 +263,8 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
     with _graceful_interrupt() as interrupted:
         while trainer.env_steps < steps or not trainer.actor.at_episode_start:
             finished = trainer.step()
-            episodes = [(e.return_, e.length, e.success) for e in finished]
+            episodes = [(e.return_, e.length, e.success, *([e.human_steps] if human else []))
+                        for e in finished]  # fmt: skip
             stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
                                    lambda: trainer.last_metrics)  # fmt: skip
             if stop or (interrupted[0] and finished):

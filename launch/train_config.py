@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from handrail.launch.envs import HANDRAIL_TASKS
+from handrail.launch.human import HumanLoopConfig
 from handrail.learners.learner import LoopConfig
 from handrail.learners.sac import SACConfig
 
@@ -69,6 +71,11 @@ class TrainConfig:
     """The learner's algorithm settings."""
     loop: LoopConfig = field(default_factory=LoopConfig)
     """How training runs around the learner (warm-up, replay, offline share, fused/async)."""
+    human: Literal["none", "keyboard", "gamepad", "spacemouse", "simulated"] = "none"
+    """Who may take over while the policy trains: a person at a device, or the simulated
+    person (the task's scripted expert, which takes over when the policy goes off course)."""
+    hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
+    """Human-in-the-loop settings (device mapping, engage/release rules, the simulated person)."""
 
     def __post_init__(self) -> None:
         bad = [
@@ -83,6 +90,8 @@ class TrainConfig:
         ]
         if self.stop_at_success is not None and not 0 < self.stop_at_success <= 1:
             bad.append(f"--stop-at-success must be in (0, 1], got {self.stop_at_success}")
+        if self.human != "none" and self.learner != "jax":
+            bad.append(f"--human {self.human} needs --learner jax (peers take no interventions)")
         if self.demos is not None and self.expert_demos:
             bad.append("--demos and --expert-demos exclude each other: pick one source of demos")
         if bad:
@@ -100,7 +109,7 @@ class TrainConfig:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value):
-                value = dataclasses.asdict(value)  # type: ignore[arg-type]
+                value = json.loads(json.dumps(dataclasses.asdict(value), default=str))  # type: ignore[arg-type]
             elif isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, tuple):
@@ -118,6 +127,7 @@ class TrainConfig:
         values = dict(data)
         values["sac"] = SACConfig.from_json(values.get("sac", {}))
         values["loop"] = LoopConfig(**values.get("loop", {}))
+        values["hil"] = HumanLoopConfig.from_json(values.get("hil", {}))
         for name in ("demos", "resume", "run_dir", "record"):
             if values.get(name) is not None:
                 values[name] = Path(values[name])

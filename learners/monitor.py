@@ -35,6 +35,7 @@ class RunMonitor:
         train_log_every: Log the learner's metrics every this many env steps.
         video_fps: Frame rate of the evaluation videos: the eval env's step rate, so that they
             play at real speed (:func:`handrail.learners.evaluation.env_fps`).
+        status: Extra fields for the progress bar (who is in control, the intervention rate).
     """
 
     def __init__(
@@ -51,6 +52,7 @@ class RunMonitor:
         progress: bool = True,
         stop_at_success: float | None = None,
         train_log_every: int = 1000,
+        status: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.run, self.total_steps = run, total_steps
         self.eval_every, self.train_log_every = eval_every, train_log_every
@@ -64,6 +66,7 @@ class RunMonitor:
         self.eval_seconds = sum(float(r.get("eval_s") or 0.0) for r in evals)
         self.last_eval: dict[str, Any] | None = evals[-1] if evals else None
         self.should_stop = False
+        self.status = status
         self._bar = None
         self._rate_t = time.monotonic()
         self._rate_updates: int | None = None
@@ -76,7 +79,9 @@ class RunMonitor:
         self,
         env_steps: int,
         updates: int,
-        episodes: Sequence[tuple[float, int, bool | None]] = (),
+        episodes: Sequence[
+            tuple[float, int, bool | None] | tuple[float, int, bool | None, int]
+        ] = (),
         train_metrics: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
     ) -> bool:
         """Records one training step; returns True when the run should stop early.
@@ -84,12 +89,15 @@ class RunMonitor:
         Args:
             env_steps: Env steps so far.
             updates: Gradient updates so far.
-            episodes: Episodes that finished at this step as (return, length, success).
+            episodes: Episodes that finished at this step as (return, length, success), with
+                the steps a person acted as a fourth item when there is a human in the loop.
             train_metrics: The learner's latest metrics, or a function returning them (called
                 only when due: every ``train_log_every`` env steps).
         """
-        for ret, length, success in episodes:
+        for ret, length, success, *human in episodes:
             record = {"return": ret, "length": length, "updates": updates}
+            if human:
+                record["human_steps"] = human[0]
             if success is not None:
                 record["success"] = float(success)
                 self.recent_success = [*self.recent_success[-19:], float(success)]
@@ -144,6 +152,8 @@ class RunMonitor:
             post["success"] = f"{np.mean(self.recent_success):.0%}"
         if self.last_eval and self.last_eval.get("success_rate") is not None:
             post["eval"] = f"{self.last_eval['success_rate']:.0%}"
+        if self.status is not None:
+            post.update(self.status())
         self._bar.set_postfix(post, refresh=False)
         self._rate_t, self._rate_updates = now, updates
 
@@ -158,3 +168,31 @@ def _eval_score(record: Mapping[str, Any]) -> tuple[float, float]:
     """Ranks evaluations: success rate first (if reported), then mean return."""
     rate = record.get("success_rate")
     return (-1.0 if rate is None else float(rate), float(record.get("mean_return") or 0.0))
+
+
+def intervention_summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float | int | None]:
+    """What the person did over a run's episode records (those with ``human_steps``).
+
+    Returns:
+        ``human_share`` (of all env steps), ``human_steps``, ``episodes_intervened``,
+        ``human_steps_per_success``, ``success_with_intervention`` and
+        ``success_without_intervention`` (None where no episode of that kind ended).
+    """
+    logged = [e for e in episodes if "human_steps" in e]
+    steps = sum(int(e["length"]) for e in logged)
+    human = sum(int(e["human_steps"]) for e in logged)
+    successes = sum(float(e.get("success") or 0.0) for e in logged)
+
+    def rate(group: list[Mapping[str, Any]]) -> float | None:
+        return float(np.mean([e.get("success") or 0.0 for e in group])) if group else None
+
+    helped = [e for e in logged if e["human_steps"] > 0]
+    alone = [e for e in logged if e["human_steps"] == 0]
+    return {
+        "human_share": human / steps if steps else None,
+        "human_steps": human,
+        "episodes_intervened": len(helped),
+        "human_steps_per_success": human / successes if successes else None,
+        "success_with_intervention": rate(helped),
+        "success_without_intervention": rate(alone),
+    }

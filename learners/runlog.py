@@ -190,7 +190,9 @@ class RunDir:
         """Redraws ``learning_curve.png`` from ``metrics.jsonl`` (atomic replace).
 
         Success rate and return against env steps (left) and wall-clock minutes (right); eval
-        records as markers, a running mean of training episodes as a thin line.
+        records as markers, a running mean of training episodes as a thin line. With a human in
+        the loop, a third row shows the share of steps the person acted, and the training
+        success of episodes with and without an intervention.
         """
         import matplotlib
 
@@ -199,8 +201,13 @@ class RunDir:
 
         evals = self.read_metrics("eval")
         episodes = self.read_metrics("episode")
-        fig = Figure(figsize=(10, 6.5), layout="constrained")
-        axes = fig.subplots(2, 2)
+        human = [{**e, "human_share": e["human_steps"] / max(int(e["length"]), 1),
+                  "helped": e.get("success") if e["human_steps"] else None,
+                  "alone": None if e["human_steps"] else e.get("success")}
+                 for e in episodes if "human_steps" in e]  # fmt: skip
+        rows = 3 if human else 2
+        fig = Figure(figsize=(10, 3.25 * rows), layout="constrained")
+        axes = fig.subplots(rows, 2)
         for col, (xkey, xlabel, scale) in enumerate(
             (("env_steps", "env steps", 1.0), ("wall_time_s", "wall clock (min)", 1 / 60))
         ):
@@ -217,6 +224,15 @@ class RunDir:
                 ax.grid(alpha=0.3)
                 if ax.get_legend_handles_labels()[0]:
                     ax.legend(loc="best", fontsize=8)
+            if human:
+                ax = axes[2, col]
+                for key, label in (("human_share", "human share of steps"),
+                                   ("helped", "success, intervened episodes"),
+                                   ("alone", "success, policy alone")):  # fmt: skip
+                    _plot_series(ax, human, xkey, key, scale, label, smooth=True)
+                ax.set(xlabel=xlabel, ylabel="interventions (running mean)", ylim=(-0.03, 1.03))
+                ax.grid(alpha=0.3)
+                ax.legend(loc="best", fontsize=8)
         if title:
             fig.suptitle(title)
         tmp = self.plot_path.with_name(f".{PLOT_FILE}.tmp.png")

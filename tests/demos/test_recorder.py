@@ -144,6 +144,26 @@ def test_episodes_read_back_as_recorded(tmp_path: Path) -> None:
     assert validate_store(path) == []
 
 
+def test_a_discarded_episode_leaves_no_trace(tmp_path: Path) -> None:
+    """A person's "record again": the open episode is thrown away, the next one commits."""
+    path = tmp_path / "s"
+    kept = G["make_steps"](22, [1, 1, 1], [False, False, True], end="terminated")
+    with _create(path) as rec:
+        rec.discard()  # between episodes: nothing to drop
+        for step in G["make_steps"](21, [1] * 6, [False] * 6)[:4]:
+            rec.add(step)
+        assert rec.episode_open
+        rec.discard()
+        assert not rec.episode_open
+        for step in kept:
+            rec.add(step)
+        rec.flush()
+    data = open_store(path).load()
+    assert data.num_episodes == 1
+    _assert_episode(data, 0, kept)
+    assert validate_store(path) == []
+
+
 def test_kind_is_stored_and_checked(tmp_path: Path) -> None:
     with _create(tmp_path / "i", kind="intervention") as rec:
         for step in G["gen_episode"](3):

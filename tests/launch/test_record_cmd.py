@@ -49,9 +49,80 @@ def test_record_ctrl_c_keeps_finished_episodes(tmp_path: Path, monkeypatch) -> N
     assert cli.main(["demos", "validate", str(out)]) == 0
 
 
-def test_human_sources_say_what_they_wait_for(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+class ScriptedDevice:
+    """A person's device, read by read: a list of states (then at rest)."""
+
+    name = "scripted"
+
+    def __init__(self, states: list) -> None:
+        self.states, self.closed = list(states), False
+
+    def read(self):
+        from handrail.control.teleop import DeviceState
+
+        return self.states.pop(0) if self.states else DeviceState()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_person_records_demos_marks_success_and_records_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["record", "--task", "reach", "--source", "spacemouse", "--out", str(tmp_path / "x")]
+    from handrail.control.teleop import DeviceState, TeleopEvent
+    from handrail.launch import human
+
+    start, push = (
+        DeviceState(events=(TeleopEvent.INTERVENE,)),
+        DeviceState(twist=[1, 0, 0, 0, 0, 0]),
+    )
+
+    def ev(event: TeleopEvent) -> DeviceState:
+        return DeviceState(twist=[1, 0, 0, 0, 0, 0], events=(event,))
+
+    device = ScriptedDevice([
+        start, push, push, ev(TeleopEvent.SUCCESS),  # episode 0: marked a success
+        start, push, ev(TeleopEvent.RERECORD),  # thrown away
+        start, push, push, push, ev(TeleopEvent.END),  # ended without a verdict
+    ])  # fmt: skip
+    opened = []
+    monkeypatch.setattr(
+        human, "open_device", lambda source, mapping: opened.append(source) or device
+    )
+    out = tmp_path / "teleop"
+    args = [
+        "record",
+        "--task",
+        "reach",
+        "--source",
+        "gamepad",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(args) == 0
+    assert opened == ["gamepad"] and device.closed
+    data = open_store(out).load()
+    assert data.num_episodes == 2 and list(data.episode_lengths) == [3, 4]
+    assert [r.success for r in data.records] == [True, False]
+    assert [r.seed for r in data.records] == [0, 2]  # seed 1 was recorded again as seed 2
+    assert set(np.unique(data.intervention)) == {1}  # the person acted every step
+    assert np.all(data.action[:, 0] == 1.0)  # full deflection away = full step along base x
+    assert bool(data.terminated[2]) and bool(data.truncated[-1])
+    assert "recording it again" in capsys.readouterr().out
+    assert cli.main(["demos", "validate", str(out)]) == 0
+
+
+def test_recording_with_a_device_needs_an_arm_task(tmp_path: Path, capsys) -> None:
+    args = [
+        "record",
+        "--task",
+        "HalfCheetah-v5",
+        "--source",
+        "keyboard",
+        "--out",
+        str(tmp_path / "x"),
+    ]
     assert cli.main(args) == 2
-    assert "interventions" in capsys.readouterr().err
+    assert "valid tasks" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -41,7 +41,12 @@ def who(human: SimulatedHuman, proposals: list[np.ndarray]) -> list[int]:
      ([0.0, 0.0, 0.0, 1.0], True)],  # standing still while the expert moves
 )  # fmt: skip
 def test_off_course(proposal: list[float], expected: bool) -> None:
-    assert off_course(np.array(proposal), GOOD, SimulatedHumanConfig(), True) is expected
+    cfg = SimulatedHumanConfig(gripper=True)
+    assert off_course(np.array(proposal), GOOD, cfg, True) is expected
+
+
+def test_the_gripper_rule_is_off_by_default() -> None:
+    assert not off_course(np.array([0.9, 0.0, 0.0, -1.0]), GOOD, SimulatedHumanConfig(), True)
 
 
 def test_small_expert_motions_are_not_judged_on_direction() -> None:

@@ -1,0 +1,134 @@
+"""``handrail bench hil``: do interventions make learning faster, and is the policy better for it?
+
+HIL-SERL's central result, measured in simulation: for each task and seed, one run without a
+human and one with the simulated person in the loop (``handrail train --human simulated``: the
+task's scripted expert takes over when the policy goes off course, with a reaction delay, a
+budget per episode and a hand-back rule; see :mod:`handrail.sim.simulated_human`). Everything
+else is the task's preset (sparse reward, 20 scripted demos). The runs are those of ``handrail
+bench learning`` (learners ``handrail`` and ``handrail-hil``), so an existing bench folder is
+reused: point ``--out`` at it and only the missing runs are trained.
+
+The table: env steps to 90% sustained (3 evaluations of 50 episodes in a row) without and with
+the person, their ratio, the human steps spent until then (and the human share of all steps),
+and the final policy's success on 100 fresh episodes, always run WITHOUT the person.
+Goal: at least 2x fewer env steps with the person, and a final policy at least as successful.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import tyro
+
+from handrail.launch.bench_learning_cmd import (
+    BenchLearningConfig,
+    execute,
+    plan,
+    plot,
+    summarize_run,
+)
+
+ALONE, HELPED = "handrail", "handrail-hil"
+
+
+@dataclass(frozen=True)
+class BenchHilConfig:
+    """Options of ``handrail bench hil``."""
+
+    tasks: tuple[str, ...] = ("pick_cube", "peg_insert")
+    """Tasks to train on (handrail arm tasks: the simulated person is their scripted expert)."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds per task, with and without the person."""
+    steps: int | None = None
+    """Env steps per run (default: the task preset's budget)."""
+    eval_every: int = 1_000
+    """Env steps between evaluations."""
+    eval_episodes: int = 50
+    """Episodes per evaluation (always without the person)."""
+    final_episodes: int = 100
+    """Episodes of each run's final evaluation (without the person)."""
+    jobs: int = 0
+    """Runs at a time, each pinned to one CPU (0: one per CPU)."""
+    out: Path = Path("runs/bench_hil")
+    """Folder of the runs, table and plots (a ``bench learning`` folder is reused)."""
+    train_args: str = ""
+    """More ``handrail train`` options for both arms of the comparison, e.g.
+    --train-args="--hil.simulated.budget-steps 20"."""
+    fresh: bool = False
+    """Rerun runs that already finished."""
+    report_only: bool = False
+    """Start no run: tabulate the finished ones."""
+    quick: bool = False
+    """A smoke run under 10 minutes: pick_cube, seed 0, 3k steps, 10 evaluation episodes."""
+
+
+def learning_config(cfg: BenchHilConfig) -> BenchLearningConfig:
+    """The ``bench learning`` plan behind this bench."""
+    if cfg.quick:
+        return BenchLearningConfig(tasks=("pick_cube",), learners=(ALONE, HELPED), seeds=(0,),
+                                   steps=3_000, eval_episodes=10, jobs=cfg.jobs, out=cfg.out,
+                                   train_args=cfg.train_args, fresh=cfg.fresh,
+                                   report_only=cfg.report_only)  # fmt: skip
+    return BenchLearningConfig(
+        tasks=cfg.tasks, learners=(ALONE, HELPED), seeds=cfg.seeds, steps=cfg.steps,
+        eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
+        final_episodes=cfg.final_episodes, jobs=cfg.jobs, out=cfg.out,
+        train_args=cfg.train_args, fresh=cfg.fresh, report_only=cfg.report_only,
+    )  # fmt: skip
+
+
+def _fmt(values: list[Any], fmt: str) -> str:
+    return ", ".join("-" if v is None else format(v, fmt) for v in values)
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per task: steps to 90% without and with the person, human cost, final success."""
+    lines = ["| task | seeds | env steps to 90%, no human | with the simulated human | "
+             "speed-up (mean) | human steps to 90% | human share of all steps | final success "
+             "(policy alone), no human / with |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for task in sorted({r["task"] for r in rows}):
+        by = {lr: {r["seed"]: r for r in rows if (r["task"], r["learner"]) == (task, lr)}
+              for lr in (ALONE, HELPED)}  # fmt: skip
+        seeds = sorted(set(by[ALONE]) & set(by[HELPED]))
+        if not seeds:
+            continue
+        alone = [by[ALONE][s].get("steps_to_goal") for s in seeds]
+        helped = [by[HELPED][s].get("steps_to_goal") for s in seeds]
+        ratios = [a / h for a, h in zip(alone, helped, strict=True) if a and h]
+        human = [by[HELPED][s].get("human_steps_to_goal") for s in seeds]
+        share = [by[HELPED][s].get("human", {}).get("human_share") for s in seeds]
+        finals = [(by[ALONE][s]["final"]["success_rate"], by[HELPED][s]["final"]["success_rate"])
+                  for s in seeds]  # fmt: skip
+        speed = f"{np.mean(ratios):.2f}x" if len(ratios) == len(seeds) else "-"
+        lines.append(
+            f"| {task} | {_fmt(seeds, 'd')} | {_fmt(alone, ',')} | {_fmt(helped, ',')} | "
+            f"{_fmt(ratios, '.2f')} ({speed}) | {_fmt(human, ',')} | {_fmt(share, '.0%')} | "
+            f"{', '.join(f'{a:.0%} / {h:.0%}' for a, h in finals)} |"
+        )
+    return lines
+
+
+def bench_hil(cfg: Annotated[BenchHilConfig, tyro.conf.arg(name="")]) -> int:
+    """Env steps to 90% with and without the simulated person in the loop (HIL-SERL's effect)."""
+    learning = learning_config(cfg)
+    runs = plan(learning)
+    if not cfg.report_only:
+        execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
+    rows = [summarize_run(r) for r in runs if r.done]
+    lines = table(rows)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "bench_hil.json").write_text(json.dumps({"config": asdict(cfg), "rows": rows},
+                                                       default=str, indent=1))  # fmt: skip
+    (cfg.out / "bench_hil.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    for path in plot(rows, cfg.out):
+        print(f"plot: {path}")
+    failed = [] if cfg.report_only else [str(r.folder) for r in runs if not r.done]
+    if failed:
+        print(f"failed runs (see their .log): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,51 @@
+"""`handrail bench hil`: the paired plan (with and without the simulated person) and the table
+of steps to 90%, speed-up, human cost and the final policy's success without the person."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from handrail.launch import bench_hil_cmd as hil
+from handrail.launch.bench_learning_cmd import Run, plan, summarize_run
+
+
+def test_both_arms_share_everything_but_the_person(tmp_path: Path) -> None:
+    cfg = hil.BenchHilConfig(seeds=(0,), out=tmp_path, train_args="--hil.simulated.budget-steps 9")
+    runs = plan(hil.learning_config(cfg))
+    assert [(r.task, r.learner) for r in runs] == [
+        ("pick_cube", "handrail"), ("pick_cube", "handrail-hil"),
+        ("peg_insert", "handrail"), ("peg_insert", "handrail-hil")]  # fmt: skip
+    alone, helped = list(runs[0].argv), list(runs[1].argv)
+    assert helped[helped.index("--human") + 1] == "simulated" and "--human" not in alone
+    for argv in (alone, helped):
+        assert argv[argv.index("--learner") + 1] == "jax"
+        assert argv[-2:] == ["--hil.simulated.budget-steps", "9"]
+    helped_rest = [a for a in helped if a not in ("--human", "simulated")]
+    assert [a for a in helped_rest if a not in alone] == [str(runs[1].folder)]  # its own folder
+
+
+def _fake(folder: Path, learner: str, rates: list[float], human: list[int] | None) -> Run:
+    folder.mkdir(parents=True)
+    lines = []
+    for i, rate in enumerate(rates):
+        episode = {"kind": "episode", "env_steps": 1000 * i + 500, "length": 50, "success": 1.0}
+        if human is not None:
+            episode["human_steps"] = human[i]
+        lines += [episode, {"kind": "eval", "env_steps": 1000 * (i + 1), "wall_time_s": 1.0,
+                            "success_rate": rate, "mean_return": rate}]  # fmt: skip
+    (folder / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (folder / "final.json").write_text(json.dumps({"success_rate": rates[-1]}))
+    return Run("pick_cube", learner, 0, 1000 * len(rates), folder)
+
+
+def test_table_pairs_the_seeds_and_counts_the_human_steps_until_the_goal(tmp_path: Path) -> None:
+    alone = summarize_run(_fake(tmp_path / "a", "handrail", [0, 0, 0, 0.9, 0.95, 0.92, 1.0, 0.97],
+                                None))  # fmt: skip
+    helped = summarize_run(_fake(tmp_path / "h", "handrail-hil", [0.2, 0.9, 0.9, 0.91, 1.0, 0.99],
+                                 [30, 20, 10, 5, 0, 0]))  # fmt: skip
+    assert (alone["steps_to_goal"], helped["steps_to_goal"]) == (6000, 4000)
+    assert helped["human_steps_to_goal"] == 30 + 20 + 10 + 5  # episodes up to 4k steps
+    assert helped["human"]["human_share"] == (30 + 20 + 10 + 5) / 300
+    line = hil.table([alone, helped])[2]
+    assert line == ("| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x) | 65 | 22% | 97% / 99% |")
