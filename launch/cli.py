@@ -45,6 +45,12 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("replay",): Command(
         "replay_cmd:replay", "Replay recorded actions in the sim; report drift; render."
     ),
+    ("teleop", "check"): Command(
+        "teleop_cmd:check", "Show a teleop device's live state: found, readable, mapped?"
+    ),
+    ("teleop", "map"): Command(
+        "teleop_cmd:map_", "Print a teleop device's default mapping as TOML, to edit."
+    ),
     ("demos", "info"): Command("demos_cmd:info", "Summary table of an episode store."),
     ("demos", "validate"): Command(
         "demos_cmd:validate", "Validate an episode store; non-zero exit on problems."
