@@ -87,7 +87,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
 
 _USER_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, FileNotFoundError)
 """Bad input (config validation, wrong paths): reported as one line, with the episode store's
-:class:`handrail.demos.errors.StoreError` (locked, damaged, mismatched or not a store)."""
+:class:`handrail.demos.errors.StoreError` (locked, damaged, mismatched or not a store) and a
+missing teleop device (:class:`handrail.control.device_discovery.DeviceNotFound`)."""
 
 
 def _is_user_error(err: Exception) -> bool:
@@ -97,7 +98,11 @@ def _is_user_error(err: Exception) -> bool:
     # A StoreError exists only if its module was imported. Looking it up rather than importing
     # it keeps zarr (which `import handrail.demos` loads) out of commands that open no store.
     store_errors = sys.modules.get("handrail.demos.errors")
-    return store_errors is not None and isinstance(err, store_errors.StoreError)
+    if store_errors is not None and isinstance(err, store_errors.StoreError):
+        return True
+    # Likewise a teleop device that is missing or not readable (its message has the fix).
+    discovery = sys.modules.get("handrail.control.device_discovery")
+    return discovery is not None and isinstance(err, discovery.DeviceNotFound)
 
 
 def _resolve(target: str) -> Callable[..., object]:

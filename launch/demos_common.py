@@ -28,11 +28,12 @@ def fail(command: str, message: str, code: int = 2) -> int:
 
 def guarded(command: str, body: Callable[[], int]) -> int:
     """Runs ``body``; a bad input or a damaged store becomes one clear line and exit code 2."""
+    from handrail.control.device_discovery import DeviceNotFound
     from handrail.demos import StoreError
 
     try:
         return body()
-    except (StoreError, ValueError, TypeError, OSError, ImportError) as exc:
+    except (StoreError, ValueError, TypeError, OSError, ImportError, DeviceNotFound) as exc:
         return fail(command, f"error: {exc}")
 
 

@@ -120,3 +120,16 @@ def with_human(env: Any, task: str, who: str, hil: HumanLoopConfig, success_key:
         raise ValueError(f"--human {who!r}: choose none, simulated or one of {DEVICES}")
     return InterventionEnv(env, human, success_key=success_key,
                            success_reward=hil.success_reward, wait_at_reset=hil.wait_at_reset)  # fmt: skip
+
+
+class KeepOrDiscard:
+    """Forwards steps to the recorder, except an episode the person asked to record again."""
+
+    def __init__(self, recorder: Any, env: Any) -> None:
+        self.recorder, self.env = recorder, env
+
+    def add(self, step: Any) -> None:
+        if step.done and self.env.rerecord_requested:
+            self.recorder.discard()
+        else:
+            self.recorder.add(step)

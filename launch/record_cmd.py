@@ -122,25 +122,12 @@ def _record(cfg: RecordConfig) -> int:
     return 0
 
 
-class _KeepOrDiscard:
-    """Forwards steps to the recorder, except an episode the person asked to record again."""
-
-    def __init__(self, recorder: Any, env: Any) -> None:
-        self.recorder, self.env = recorder, env
-
-    def add(self, step: Any) -> None:
-        if step.done and self.env.rerecord_requested:
-            self.recorder.discard()
-        else:
-            self.recorder.add(step)
-
-
 def _record_person(cfg: RecordConfig, env: Any) -> int:
     """Teleoperated demonstrations: the person drives every step and ends each episode with
     an event (success, failure, end) or the time limit; "rerecord" throws the episode away."""
     from handrail.control.takeover import InterventionEnv
     from handrail.demos.recorder import EpisodeRecorder
-    from handrail.launch.human import make_device_human
+    from handrail.launch.human import KeepOrDiscard, make_device_human
     from handrail.learners.actor import Actor
 
     human = make_device_human(env, cfg.task, cfg.source, cfg.hil, in_control=True)
@@ -150,7 +137,7 @@ def _record_person(cfg: RecordConfig, env: Any) -> int:
     try:
         with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
             actor = Actor(wrapped, lambda obs: still, seed=cfg.seed,
-                          sinks=[_KeepOrDiscard(recorder, wrapped)])  # fmt: skip
+                          sinks=[KeepOrDiscard(recorder, wrapped)])  # fmt: skip
             try:
                 while kept < cfg.episodes:
                     stats = actor.run_episodes(1)[0]

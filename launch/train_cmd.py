@@ -112,6 +112,10 @@ def train(config: TrainConfig) -> int:
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)
             else:
                 sinks = [] if recorder is None else [recorder]
+                if recorder is not None and cfg.human != "none":
+                    from handrail.launch.human import KeepOrDiscard
+
+                    sinks = [KeepOrDiscard(recorder, env)]  # "record again" drops the episode
                 last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
                 if cfg.human != "none":
                     _print_interventions(run)

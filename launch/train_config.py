@@ -162,6 +162,7 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # The arm tasks: sparse reward (1 on success, the episode ends there), 20 scripted demos sampled
 # 50/50 with online data, n-step returns without the entropy term in the backup, the temperature
 # tuned on the policy's own (online) states. Measured by `handrail bench learning` (README).
+# A person's corrections (--human) are also imitated: `handrail bench hil` (README).
 _SPARSE_SAC = {
     "hidden_dims": (128, 128),
     "utd": 8,
@@ -170,6 +171,7 @@ _SPARSE_SAC = {
     "n_step": 3,
     "backup_entropy": False,
     "entropy_rows": "online",
+    "intervention_bc_weight": 2.0,
 }
 _PRESETS: dict[str, dict[str, Any]] = {
     "reach": {"steps": 15_000, "env": {"reward": "dense"},

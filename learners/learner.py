@@ -85,7 +85,7 @@ def replay_layout(sac: SAC, config: LoopConfig, demo_rows: int) -> ReplayLayout:
     return ReplayLayout(fields, segments, n_step=sac.config.n_step, gamma=sac.config.gamma)
 
 
-def to_batch(sample: replay.Sample) -> Batch:
+def to_batch(sample: replay.Sample, layout: ReplayLayout) -> Batch:
     """The SAC minibatch of a replay sample (group 0 is the online group)."""
     return Batch(
         obs=sample.obs["obs"],
@@ -94,6 +94,7 @@ def to_batch(sample: replay.Sample) -> Batch:
         discount=sample.discount,
         next_obs=sample.next_obs["obs"],
         online=sample.group == 0,
+        human=sample.segment == layout.segment(INTERVENTIONS),
     )
 
 
@@ -316,7 +317,7 @@ def update_block(
     """Sample ``utd`` minibatches from the replay and run one update block on them."""
     rng, key = jax.random.split(state.rng)
     sample = replay.sample(layout, replay_state, key, mixture, (sac.config.utd,))
-    return sac.update_fn(dataclasses.replace(state, rng=rng), to_batch(sample))
+    return sac.update_fn(dataclasses.replace(state, rng=rng), to_batch(sample, layout))
 
 
 _update_jit = jax.jit(update_block, static_argnums=(0, 1, 2))
@@ -335,7 +336,7 @@ def _pretrain_jit(
 
     def body(state: SACState, _: None) -> tuple[SACState, dict[str, jax.Array]]:
         rng, key = jax.random.split(state.rng)
-        batch = to_batch(replay.sample(layout, replay_state, key, mixture))
+        batch = to_batch(replay.sample(layout, replay_state, key, mixture), layout)
         return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
 
     state, metrics = jax.lax.scan(body, state, None, length=steps)

@@ -40,6 +40,8 @@ class Batch(NamedTuple):
     """(..., obs_dim) the observation k steps later (bootstrap state)."""
     online: Any
     """(...,) bool: the row came from the online buffer (else demos or interventions)."""
+    human: Any = None
+    """(...,) bool: the row is a person's correction (the intervention buffer); None: no row."""
 
 
 def subsample_min(q: jax.Array, subset: int, key: jax.Array) -> jax.Array:
@@ -107,6 +109,7 @@ def actor_loss(
     policy_fn: PolicyFn,
     critic_fn: CriticFn,
     bc_weight: float = 0.0,
+    intervention_bc_weight: float = 0.0,
     mode_fn: ModeFn | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Policy loss ([SAC] Eq. 7): E[alpha * log pi(a|s) - mean_i Q_i(s, a)], a ~ pi (reparam.).
@@ -116,7 +119,10 @@ def actor_loss(
     interventions, with their executed actions) is added, scaled as in [TD3+BC] Eq. 3 so that
     it does not depend on the reward scale:
     ``bc_weight * stop_grad(mean |Q|) * mean_offline((mode(s) - a)^2)``, where ``mode_fn``
-    gives the deterministic action tanh(mean) (the one evaluation uses).
+    gives the deterministic action tanh(mean) (the one evaluation uses). With
+    ``intervention_bc_weight > 0`` the same term, over the person's corrections only
+    (``batch.human``), is added with that weight: the policy imitates what the person did in
+    the states it got itself into (HG-DAgger's rule, on top of HIL-SERL's sampling).
 
     Metrics include the entropy estimate -log pi over all rows, the online rows and the
     offline rows (``actor/entropy``, ``actor/entropy_online``, ``actor/entropy_offline``).
@@ -131,14 +137,20 @@ def actor_loss(
         "actor/entropy_offline": -masked_mean(log_prob, 1.0 - online),
     }
     loss = sac_loss
-    if bc_weight > 0.0:
+    human = batch.human is not None and intervention_bc_weight > 0.0
+    if bc_weight > 0.0 or human:
         if mode_fn is None:
-            raise ValueError("actor_loss: bc_weight > 0 needs mode_fn")
+            raise ValueError("actor_loss: a behaviour-cloning weight > 0 needs mode_fn")
         err = jnp.mean((mode_fn(actor_params, batch.obs) - batch.action) ** 2, axis=-1)
-        bc = masked_mean(err, 1.0 - online)
         scale = jax.lax.stop_gradient(jnp.mean(jnp.abs(q)))
-        loss = sac_loss + bc_weight * scale * bc
-        metrics["actor/bc_mse"] = bc
+        if bc_weight > 0.0:
+            bc = masked_mean(err, 1.0 - online)
+            loss = loss + bc_weight * scale * bc
+            metrics["actor/bc_mse"] = bc
+        if human:
+            human_bc = masked_mean(err, jnp.asarray(batch.human, jnp.float32))
+            loss = loss + intervention_bc_weight * scale * human_bc
+            metrics["actor/intervention_bc_mse"] = human_bc
     metrics["actor/loss"] = loss
     return loss, metrics
 

@@ -196,6 +196,8 @@ class Sample(NamedTuple):
     """gamma^k, or 0 when the k-th transition terminated."""
     group: jax.Array
     """Index of the mixture group the row came from (0 for the rows a group lent to group 0)."""
+    segment: jax.Array
+    """Index of the segment (``layout.segments``) the row came from."""
 
 
 @dataclass(frozen=True)
@@ -381,6 +383,11 @@ def sample(
         reward=ret,
         discount=discount,
         group=jnp.concatenate(group_parts, axis=-1),
+        segment=jnp.searchsorted(
+            jnp.asarray([layout.offset(s) for s in range(1, len(layout.segments))], jnp.int32),
+            idx,
+            side="right",
+        ).astype(jnp.int32),
     )
 
 

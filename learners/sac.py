@@ -63,6 +63,9 @@ class SACConfig:
     """n-step return horizon (never crosses episode ends)."""
     bc_weight: float = 0.0
     """Behaviour-cloning weight on the offline rows in the actor loss, TD3+BC-scaled (0 = off)."""
+    intervention_bc_weight: float = 0.0
+    """Behaviour-cloning weight on a person's corrections only (the intervention buffer), as
+    in HG-DAgger; 0 keeps HIL-SERL's rule (corrections are RL data sampled like demos)."""
     entropy_rows: Literal["all", "online"] = "all"
     """Rows whose policy entropy the temperature is tuned on: all rows, or the online rows only
     (the states the policy visits itself; demo states are nearly deterministic)."""
@@ -83,6 +86,7 @@ class SACConfig:
             "batch_size": self.batch_size >= 1,
             "n_step": self.n_step >= 1,
             "bc_weight": self.bc_weight >= 0.0,
+            "intervention_bc_weight": self.intervention_bc_weight >= 0.0,
             "entropy_rows": self.entropy_rows in ("all", "online"),
         }
         bad = [name for name, ok in checks.items() if not ok]
@@ -91,7 +95,7 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step >= 1, bc_weight >= 0, entropy_rows all or online)"
+                "n_step >= 1, bc weights >= 0, entropy_rows all or online)"
             )
 
     @classmethod
@@ -261,8 +265,9 @@ class SAC:
     ) -> tuple[SACState, dict[str, jax.Array]]:
         """One actor step and one temperature step on a minibatch; increments ``step``.
 
-        The behaviour-cloning term (``config.bc_weight``) applies to the offline rows; the
-        temperature follows the entropy of ``config.entropy_rows``.
+        The behaviour-cloning terms apply to the offline rows (``config.bc_weight``) and to the
+        person's corrections (``config.intervention_bc_weight``); the temperature follows the
+        entropy of ``config.entropy_rows``.
         """
         grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
             state.actor_params,
@@ -273,6 +278,7 @@ class SAC:
             policy_fn=self.policy_fn,
             critic_fn=self.critic_fn,
             bc_weight=self.config.bc_weight,
+            intervention_bc_weight=self.config.intervention_bc_weight,
             mode_fn=self.mode_fn,
         )
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)

@@ -50,6 +50,23 @@ def test_human_runs_go_to_both_segments_and_are_closed_by_their_next_observation
     assert valid[off : off + 5].tolist() == [True, True, False, True, False]
 
 
+def test_batches_flag_exactly_the_rows_drawn_from_the_intervention_buffer() -> None:
+    """The person's corrections are marked in every minibatch (for the intervention BC term);
+    the same human steps drawn from the online buffer are not: they are the online half."""
+    learner = Learner(SAC_, LoopConfig(warmup_steps=0, buffer_capacity=64), seed=0)
+    for t in range(20):  # human obs are 100+, policy obs below 20
+        who = ActedBy.HUMAN if t % 4 == 1 else ActedBy.POLICY
+        learner.add(step(100.0 + t if who == ActedBy.HUMAN else float(t), who, done=t == 19))
+    learner.flush()
+    batch = to_batch(replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(1),
+                                   learner.mixture, (4,)), learner.layout)  # fmt: skip
+    human, online = np.asarray(batch.human), np.asarray(batch.online)
+    obs = np.asarray(batch.obs)[..., 0]
+    assert human.any() and not np.any(human & online)
+    np.testing.assert_array_equal(human, ~online)  # no demos: the offline half is corrections
+    assert np.all(obs[human] >= 100)
+
+
 def test_batches_hold_the_offline_share_of_demonstration_rows() -> None:
     k = 6
     demos = Rows(data={"obs": np.full((k, 1), 50.0, np.float32), "action": np.zeros((k, 1))},
@@ -62,7 +79,8 @@ def test_batches_hold_the_offline_share_of_demonstration_rows() -> None:
         learner.add(step(float(t), done=t == 4))
     learner.flush()
     batch = to_batch(replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(0),
-                                   learner.mixture, (3,)))  # fmt: skip
+                                   learner.mixture, (3,)), learner.layout)  # fmt: skip
+    assert not np.any(np.asarray(batch.human))  # no person has acted
     offline = ~np.asarray(batch.online)
     assert offline.sum(axis=-1).tolist() == [4, 4, 4]  # 25% of 16, exactly, every minibatch
     np.testing.assert_array_equal(np.asarray(batch.obs)[offline], 50.0)

@@ -156,6 +156,39 @@ def test_actor_loss_bc_term_matches_hand_computation() -> None:
     assert "actor/bc_mse" not in off_metrics
 
 
+def test_intervention_bc_term_covers_the_persons_rows_only() -> None:
+    critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
+    # three rows: a demo (action 9: must not count), a correction (action -0.5), an online row
+    batch = Batch(obs=jnp.zeros((3, 3)), action=jnp.array([[9.0], [-0.5], [7.0]]),
+                  reward=jnp.zeros(3), discount=jnp.zeros(3), next_obs=jnp.zeros((3, 3)),
+                  online=jnp.array([False, False, True]), human=jnp.array([False, True, False]))  # fmt: skip
+
+    def loss_fn(bc: float, human_bc: float) -> tuple:
+        return losses.actor_loss(
+            {"scale": 1.0}, critic, jnp.asarray(0.2), batch, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, bc_weight=bc,
+            intervention_bc_weight=human_bc, mode_fn=constant_mode,
+        )  # fmt: skip
+
+    sac_part = 0.2 * LOG_PROB - 3.5
+    loss, metrics = loss_fn(0.0, 2.0)
+    # mode 0.5 vs the correction's -0.5: mse 1; mean |Q| = 3.5
+    assert float(metrics["actor/intervention_bc_mse"]) == pytest.approx(1.0)
+    assert "actor/bc_mse" not in metrics
+    assert float(loss) == pytest.approx(sac_part + 2.0 * 3.5 * 1.0, rel=1e-6)
+    both, metrics = loss_fn(0.5, 2.0)  # offline BC: the demo (8.5^2) and the correction (1)
+    assert float(metrics["actor/bc_mse"]) == pytest.approx((8.5**2 + 1.0) / 2)
+    assert float(both) == pytest.approx(
+        sac_part + 3.5 * (0.5 * (8.5**2 + 1.0) / 2 + 2.0 * 1.0), rel=1e-6
+    )
+    no_human = losses.actor_loss(
+        {"scale": 1.0}, critic, jnp.asarray(0.2), batch._replace(human=None),
+        jax.random.PRNGKey(0), policy_fn=constant_policy, critic_fn=constant_critic,
+        intervention_bc_weight=2.0, mode_fn=constant_mode,
+    )[0]  # fmt: skip
+    assert float(no_human) == pytest.approx(sac_part, rel=1e-6)
+
+
 def test_actor_loss_bc_without_mode_fn_is_a_clear_error() -> None:
     critic = {"q": jnp.array([1.0]), "w": jnp.array([0.0])}
     with pytest.raises(ValueError, match="mode_fn"):
