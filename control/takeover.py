@@ -147,8 +147,9 @@ class InterventionEnv:
         """Who acted at the last step."""
         self.episode_events: list[TeleopEvent] = []
         """The person's events in the episode in progress (or the one that just ended)."""
-        self.episode_human_steps = self.episode_steps = 0
         self.total_human_steps = self.total_steps = 0
+        """Steps the person acted, and all steps, since the wrapper was made (the actor
+        counts them per episode)."""
         self._obs: Any = None
 
     @property
@@ -168,7 +169,6 @@ class InterventionEnv:
         self._obs, info = self.env.reset(seed=seed, options=options)
         self.human.reset(seed)
         self.episode_events = []
-        self.episode_human_steps = self.episode_steps = 0
         self.acted_by = ActedBy.POLICY
         return self._obs, info
 
@@ -192,9 +192,7 @@ class InterventionEnv:
         self.episode_events += decision.events
         self.acted_by = decision.acted_by
         human = decision.acted_by == ActedBy.HUMAN
-        self.episode_steps += 1
         self.total_steps += 1
-        self.episode_human_steps += human
         self.total_human_steps += human
         self._obs = obs
         return obs, float(reward), bool(terminated), bool(truncated), info

@@ -77,7 +77,7 @@ def test_the_env_runs_the_human_action_and_reports_it() -> None:
     np.testing.assert_array_equal(env.executed[0], policy)
     for info, executed in zip(infos, env.executed, strict=True):
         np.testing.assert_array_equal(info[EXECUTED_ACTION_KEY], executed)
-    assert (wrapped.episode_human_steps, wrapped.total_steps) == (2, 4)
+    assert (wrapped.total_human_steps, wrapped.total_steps) == (2, 4)
     assert wrapped.status()["human"] == "50%"
 
 
