@@ -23,6 +23,9 @@ import numpy as np
 Obs = Mapping[str, np.ndarray]
 """An env observation as a dict of arrays."""
 
+BASE_ACTION_KEY = "base_action"
+"""Observation key under which residual RL adds the base policy's action (in [-1, 1])."""
+
 
 @runtime_checkable
 class BasePolicy(Protocol):

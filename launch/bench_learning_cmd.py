@@ -148,12 +148,11 @@ def _child(spec: dict[str, Any]) -> None:
 
 def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
     """Success of the run's last policy on fresh episodes."""
-    from handrail.launch.envs import make_env
-    from handrail.launch.eval_cmd import load_run_policy
+    from handrail.launch.eval_cmd import load_run_policy, run_env
     from handrail.learners.evaluation import evaluate
 
     run = load_run_policy(folder, "latest")
-    env = make_env(run.task, **run.env_kwargs)
+    env = run_env(run)
     result = evaluate(env, run.policy, episodes, FINAL_SEED, success_key=run.success_key)
     env.close()
     return result.as_dict()
@@ -195,9 +194,10 @@ def _start(run: Run, cpu: int, final_episodes: int) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
-def sustained_at(evals: Sequence[dict[str, Any]]) -> int | None:
-    """Index of the evaluation at which success has been >= 90% for 3 evaluations in a row."""
-    threshold, count = SUSTAIN
+def sustained_at(evals: Sequence[dict[str, Any]], threshold: float = SUSTAIN[0]) -> int | None:
+    """Index of the evaluation at which success has been >= ``threshold`` (90%) for 3
+    evaluations in a row."""
+    count = SUSTAIN[1]
     streak = 0
     for i, record in enumerate(evals):
         streak = streak + 1 if (record.get("success_rate") or 0.0) >= threshold else 0

@@ -92,6 +92,8 @@ class RunPolicy:
     """The env keyword arguments the run trained with (empty for another task)."""
     success_key: str
     """Info key of the success flag."""
+    residual_on: str | None = None
+    """The base policy of a residual run (its observations carry the base's action)."""
 
 
 def load_run_policy(path: Path, which: str = "best", task: str | None = None) -> RunPolicy:
@@ -113,7 +115,19 @@ def load_run_policy(path: Path, which: str = "best", task: str | None = None) ->
         from handrail.learners.checkpoint import load_policy
 
         policy = load_policy(ckpt, deterministic=True)
-    return RunPolicy(ckpt, policy, task, env_kwargs, run_config.get("success_key", "success"))
+    return RunPolicy(ckpt, policy, task, env_kwargs, run_config.get("success_key", "success"),
+                     run_config.get("residual_on"))  # fmt: skip
+
+
+def run_env(run: RunPolicy, render_mode: str | None = None) -> Any:
+    """The env a run's policy acts in: its task, with the base's action observed if residual."""
+    env = make_env(run.task, render_mode=render_mode, **run.env_kwargs)
+    if run.residual_on is None:
+        return env
+    from handrail.launch.bases import make_base
+    from handrail.learners.residual import ResidualObservation
+
+    return ResidualObservation(env, make_base(run.residual_on, run.task, env))
 
 
 def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
@@ -122,11 +136,19 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     from handrail.learners.evaluation import evaluate as run_evaluation
 
     run = load_run_policy(config.path, config.checkpoint, config.task)
-    env = make_env(run.task, render_mode="rgb_array" if config.video else None, **run.env_kwargs)
+    env = run_env(run, render_mode="rgb_array" if config.video else None)
+    if run.residual_on is not None:  # the base alone first, on the same seeds
+        from handrail.learners.residual import base_only
+        from handrail.learners.specs import ActionSpec
+
+        alone = run_evaluation(env, base_only(ActionSpec.from_space(env.action_space)),
+                               config.episodes, config.seed, success_key=run.success_key)  # fmt: skip
+        print(f"base {run.residual_on} alone: {alone.summary()}")
     result = run_evaluation(env, run.policy, config.episodes, config.seed, video=config.video,
                             success_key=run.success_key)  # fmt: skip
     env.close()
-    print(f"{run.checkpoint}: {result.summary()}")
+    label = f"base + residual ({run.checkpoint})" if run.residual_on else str(run.checkpoint)
+    print(f"{label}: {result.summary()}")
     if config.video and result.frames:
         from handrail.learners.runlog import write_video
 

@@ -39,7 +39,7 @@ def parse_args(argv: Sequence[str]) -> TrainConfig:
     """The TrainConfig of a command line: the preset of its ``--task``, then every option."""
     argv = list(argv)
     task = _option(argv, "--task") or "pick_cube"
-    default = preset(task)
+    default = preset(task, residual_on=_option(argv, "--residual-on"))
     sac_preset = _option(argv, "--sac-preset")
     if sac_preset not in (None, "task"):
         from handrail.learners.sac import SACConfig
@@ -74,7 +74,7 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
     if not saved_path.is_file():
         raise ValueError(f"--resume {run_path}: not a run folder (no config.json in it)")
     saved = TrainConfig.from_json(json.loads(saved_path.read_text()))
-    default = preset(config.task)
+    default = preset(config.task, residual_on=config.residual_on)
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
                and getattr(config, f.name) != getattr(saved, f.name)]  # fmt: skip
@@ -96,14 +96,16 @@ def train(config: TrainConfig) -> int:
     cfg, run_path = resolve_run(config)
     check_task_options(cfg)
     env = make_env(cfg.task, **cfg.env)
+    demos = load_demos(cfg, env, *learner_specs(env, cfg))
+    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
+    if cfg.residual_on is not None:  # the base's action joins every observation
+        env, eval_env, demos = with_base(cfg, env, eval_env, demos)
     specs = learner_specs(env, cfg)
-    demos = load_demos(cfg, env, *specs)
     recorder = open_recorder(cfg, env)  # checked before the run folder exists
     if cfg.human != "none":  # after the expert demos: those are the expert's alone
         from handrail.launch.human import with_human
 
         env = with_human(env, cfg.task, cfg.human, cfg.hil, cfg.success_key)
-    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     try:
         with RunDir(run_path) as run:
@@ -129,6 +131,22 @@ def train(config: TrainConfig) -> int:
 
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     return 0
+
+
+def with_base(cfg: TrainConfig, env: Any, eval_env: Any, demos: Any) -> tuple[Any, Any, Any]:
+    """The training and evaluation envs with the base's action observed, and the demos
+    relabelled with it (each env gets its own base instance: bases may keep episode state)."""
+    from handrail.launch.bases import make_base
+    from handrail.learners.residual import ResidualObservation, relabel
+    from handrail.learners.specs import ActionSpec
+
+    assert cfg.residual_on is not None
+    base = make_base(cfg.residual_on, cfg.task, env)
+    if demos is not None:
+        demos = relabel(demos, base, ActionSpec.from_space(env.action_space))
+    env = ResidualObservation(env, base, enable_steps=cfg.residual_enable_steps, seed=cfg.seed)
+    eval_env = ResidualObservation(eval_env, make_base(cfg.residual_on, cfg.task, eval_env))
+    return env, eval_env, demos
 
 
 def learner_specs(env: Any, cfg: TrainConfig) -> tuple[Any, Any]:

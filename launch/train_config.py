@@ -76,6 +76,13 @@ class TrainConfig:
     person (the task's scripted expert, which takes over when the policy goes off course)."""
     hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
     """Human-in-the-loop settings (device mapping, engage/release rules, the simulated person)."""
+    residual_on: str | None = None
+    """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
+    bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
+    module:attr (a Python callable). Starts from the task's residual preset (--sac.*)."""
+    residual_enable_steps: int = 0
+    """Residual RL: switch the correction on progressively over this many env steps (each
+    step runs the base alone with probability 1 - steps/N; Policy Decorator). 0: at once."""
 
     def __post_init__(self) -> None:
         bad = [
@@ -85,6 +92,7 @@ class TrainConfig:
                 ("eval_every", 1),
                 ("eval_episodes", 1),
                 ("expert_demos", 0),
+                ("residual_enable_steps", 0),
             )
             if getattr(self, name) < low
         ]
@@ -190,27 +198,43 @@ _GENERIC: dict[str, Any] = {"steps": 50_000, "eval_every": 5_000, "eval_episodes
                             "sac": {"hidden_dims": (256, 256), "utd": 1}}  # fmt: skip
 
 
-def preset(task: str, **overrides: Any) -> TrainConfig:
+# Residual RL (--residual-on): a correction of at most 0.1 (normalised) on the base action, the
+# actor learning slowly and only after the critics have seen the base's returns (ResFiT), with
+# n-step returns. Measured by `handrail bench residual` (README).
+RESIDUAL_SAC: dict[str, Any] = {"residual_scale": 0.1, "actor_lr": 1e-4, "n_step": 3,
+                                "actor_delay_blocks": 500}  # fmt: skip
+
+
+def preset(task: str, residual_on: str | None = None, **overrides: Any) -> TrainConfig:
     """The defaults of a task (the generic preset for a task without one), then ``overrides``.
 
-    ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
-    merged into the preset's.
+    ``residual_on``: a base policy (see ``--residual-on``): the task's residual-RL defaults
+    (``RESIDUAL_SAC`` on top of its preset). ``overrides`` are TrainConfig fields; ``sac`` and
+    ``loop`` may be dicts of their fields, merged into the preset's.
     """
     spec = _PRESETS.get(task, _GENERIC)
-    sac = {**spec.get("sac", {}), **overrides.pop("sac", {})}
+    residual = RESIDUAL_SAC if residual_on is not None else {}
+    sac = {**spec.get("sac", {}), **residual, **overrides.pop("sac", {})}
     loop = {**spec.get("loop", {}), **overrides.pop("loop", {})}
     env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
     plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env")}
     if overrides.get("demos") is not None and "expert_demos" not in overrides:
         plain.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
     return TrainConfig(
-        task=task, sac=SACConfig.cpu(**sac), loop=LoopConfig(**loop),
+        task=task, sac=SACConfig.cpu(**sac), loop=LoopConfig(**loop), residual_on=residual_on,
         env_kwargs=format_env_kwargs(env), **{**plain, **overrides},
     )  # fmt: skip
 
 
 def check_task_options(config: TrainConfig) -> None:
-    """Options that apply to handrail tasks only are errors on other envs."""
+    """Options that apply to handrail tasks only are errors on other envs; residual options
+    come together (a base and a correction scale)."""
+    if config.residual_on is not None and config.learner != "jax":
+        raise ValueError(f"--residual-on needs --learner jax, not {config.learner}")
+    if config.residual_on is not None and config.sac.residual_scale <= 0:
+        raise ValueError("--residual-on needs --sac.residual-scale > 0 (the preset's is 0.1)")
+    if config.residual_on is None and config.sac.residual_scale > 0:
+        raise ValueError("--sac.residual-scale > 0 needs a base policy: give --residual-on BASE")
     if config.expert_demos and config.task not in HANDRAIL_TASKS:
         raise ValueError(
             f"--expert-demos needs a handrail task {HANDRAIL_TASKS} (they have scripted "

@@ -38,7 +38,10 @@ class LoopConfig:
     """How training is run around the learner (the algorithm's own settings are SACConfig)."""
 
     warmup_steps: int = 1000
-    """Env steps of uniformly random actions before the first update."""
+    """Env steps before the first update: uniformly random actions, or for a residual learner
+    the base action plus Gaussian noise of std ``warmup_noise``."""
+    warmup_noise: float = 0.1
+    """Residual learners: std of the noise on the base action during warm-up (normalised)."""
     buffer_capacity: int = 1_000_000
     """Rows of the online replay (one per env step plus one per episode end)."""
     intervention_capacity: int = 100_000
@@ -56,6 +59,7 @@ class LoopConfig:
     def __post_init__(self) -> None:
         checks = {
             "warmup_steps": self.warmup_steps >= 0,
+            "warmup_noise": self.warmup_noise >= 0.0,
             "buffer_capacity": self.buffer_capacity >= 2,
             "intervention_capacity": self.intervention_capacity >= 2,
             "offline_ratio": 0.0 <= self.offline_ratio <= 1.0,
@@ -66,7 +70,7 @@ class LoopConfig:
         bad = [f"{name}={getattr(self, name)!r}" for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(
-                f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain >= 0, capacities "
+                f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain/warmup_noise >= 0, capacities "
                 ">= 2, offline_ratio in [0, 1], max_nonfinite_updates >= 1, mode fused|async)"
             )
 

@@ -109,6 +109,11 @@ class Trainer:
         self.policy = make_learned_policy(sac, self.learner, seed)
         self.actor = Actor(env, self._next_action, seed=seed, sinks=[self.learner, *sinks],
                            warmup_steps=config.warmup_steps, success_key=success_key)  # fmt: skip
+        if sac.residual:  # warm up around the base policy, not uniformly at random
+            from handrail.learners.residual import BaseWarmup
+
+            self.actor.warmup_policy = BaseWarmup(sac.action_spec, config.warmup_noise,
+                                                  self.actor.rng)  # fmt: skip
         self._pending: np.ndarray | None = None
 
     @property

@@ -72,11 +72,14 @@ class Actor(nn.Module):
 
     hidden_dims: Sequence[int]
     action_dim: int
+    zero_mean: bool = False
+    """Start the mean layer at exactly zero (a residual actor starts as "no correction")."""
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = MLP(self.hidden_dims, layer_norm=False)(obs)
-        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.xavier_uniform())(x)
+        init = nn.initializers.zeros if self.zero_mean else nn.initializers.xavier_uniform()
+        mean = nn.Dense(self.action_dim, kernel_init=init)(x)
         log_std = nn.Dense(self.action_dim, kernel_init=nn.initializers.xavier_uniform())(x)
         # Clipped (as rlpd/jaxrl), so a fresh actor starts near std = 1.
         log_std = jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)

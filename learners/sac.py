@@ -10,6 +10,7 @@ matmuls). A non-finite loss anywhere in the block leaves the state unchanged.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,7 @@ import numpy as np
 import optax
 from jax.typing import ArrayLike
 
+from handrail.control.base_policy import BASE_ACTION_KEY
 from handrail.learners import losses
 from handrail.learners.losses import Batch
 from handrail.learners.networks import Actor, CriticEnsemble, tanh_gaussian_sample
@@ -69,6 +71,23 @@ class SACConfig:
     entropy_rows: Literal["all", "online"] = "all"
     """Rows whose policy entropy the temperature is tuned on: all rows, or the online rows only
     (the states the policy visits itself; demo states are nearly deterministic)."""
+    algorithm: Literal["sac", "td3"] = "sac"
+    """sac: the stochastic tanh-Gaussian actor with a tuned temperature; td3: a deterministic
+    actor with Gaussian exploration noise and target policy smoothing (Fujimoto et al. 2018),
+    on the same critics (no target actor: the target uses the current actor, as RLPD's SAC)."""
+    td3_noise: float = 0.1
+    """td3: std of the exploration noise of the training policy (normalised action units)."""
+    td3_target_noise: float = 0.2
+    """td3: std of the target policy smoothing noise (clipped at 2.5 times itself)."""
+    residual_scale: float = 0.0
+    """Residual RL when > 0: the actor sees the observation with its ``base_action`` key and
+    outputs a correction; the executed action is clip(base + residual_scale * tanh(u), -1, 1)
+    in normalised units, and the critics see the observation without the base action and the
+    executed action. The actor's mean layer starts at zero, so the untrained policy's
+    deterministic action is the base action, bit for bit."""
+    actor_delay_blocks: int = 0
+    """Update blocks with critic steps only before the actor (and temperature) start learning
+    (a residual's critic learns the base policy's values first)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
@@ -88,6 +107,11 @@ class SACConfig:
             "bc_weight": self.bc_weight >= 0.0,
             "intervention_bc_weight": self.intervention_bc_weight >= 0.0,
             "entropy_rows": self.entropy_rows in ("all", "online"),
+            "algorithm": self.algorithm in ("sac", "td3"),
+            "td3_noise": self.td3_noise >= 0.0,
+            "td3_target_noise": self.td3_target_noise >= 0.0,
+            "residual_scale": 0.0 <= self.residual_scale <= 2.0,
+            "actor_delay_blocks": self.actor_delay_blocks >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -95,7 +119,8 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step >= 1, bc weights >= 0, entropy_rows all or online)"
+                "n_step >= 1, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
+                "noises >= 0, residual_scale in [0, 2], actor_delay_blocks >= 0)"
             )
 
     @classmethod
@@ -153,6 +178,38 @@ class SACState:
     """Update blocks applied (each = utd critic steps + 1 actor step)."""
 
 
+def _zeros(mean: jax.Array) -> jax.Array:
+    """A zero log-probability per row (deterministic actors)."""
+    return jnp.zeros(mean.shape[:-1], mean.dtype)
+
+
+def _residual_columns(
+    obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Flat-observation columns of the base action and of what the critics see (residual)."""
+    if config.residual_scale <= 0.0:
+        return None, None
+    if BASE_ACTION_KEY not in obs_spec.keys:
+        raise ValueError(
+            f"SAC: residual_scale={config.residual_scale} needs the base policy's action as "
+            f"observation key {BASE_ACTION_KEY!r}, but the observation has {list(obs_spec.keys)}; "
+            "wrap the env with handrail.learners.residual.ResidualObservation (handrail train "
+            "--residual-on does)"
+        )
+    start = 0
+    for key, shape in zip(obs_spec.keys, obs_spec.shapes, strict=True):
+        if key == BASE_ACTION_KEY:
+            if shape != (action_spec.dim,):
+                raise ValueError(
+                    f"SAC: observation key {BASE_ACTION_KEY!r} has shape {shape}; it must be "
+                    f"the base action, shape ({action_spec.dim},)"
+                )
+            break
+        start += math.prod(shape)
+    base = np.arange(start, start + action_spec.dim)
+    return base, np.setdiff1d(np.arange(obs_spec.dim), base)
+
+
 def _all_finite(tree: Any) -> jax.Array:
     leaves = jax.tree_util.tree_leaves(tree)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
@@ -163,7 +220,9 @@ class SAC:
 
     def __init__(self, obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig) -> None:
         self.obs_spec, self.action_spec, self.config = obs_spec, action_spec, config
-        self.actor = Actor(config.hidden_dims, action_spec.dim)
+        self.residual = config.residual_scale > 0.0
+        self.base_columns, self.critic_columns = _residual_columns(obs_spec, action_spec, config)
+        self.actor = Actor(config.hidden_dims, action_spec.dim, zero_mean=self.residual)
         self.critic = CriticEnsemble(
             config.hidden_dims, config.num_critics, config.critic_layer_norm
         )
@@ -182,28 +241,73 @@ class SAC:
 
     # -- networks as functions of explicit params -------------------------------------------
     def policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
-        """Sample a ~ pi(.|obs) in [-1, 1] and its log-probability."""
+        """The training policy: a ~ pi(.|obs) in [-1, 1] and its log-probability.
+
+        SAC samples the tanh-Gaussian; TD3 adds Gaussian exploration noise to its deterministic
+        action (log-probability 0). A residual actor's sample is its correction, composed with
+        the observation's base action (:meth:`compose`).
+        """
         mean, log_std = self._actor_out(actor_params, obs)
-        return tanh_gaussian_sample(mean, log_std, key)
+        if self.config.algorithm == "td3":
+            noise = self.config.td3_noise * jax.random.normal(key, mean.shape, mean.dtype)
+            return self.compose(obs, jnp.clip(jnp.tanh(mean) + noise, -1.0, 1.0)), _zeros(mean)
+        action, log_prob = tanh_gaussian_sample(mean, log_std, key)
+        return self.compose(obs, action), log_prob
+
+    def target_policy_fn(
+        self, actor_params: Any, obs: jax.Array, key: jax.Array
+    ) -> tuple[Any, Any]:
+        """Next actions of the critic target: SAC's sample, or TD3's smoothed action."""
+        if self.config.algorithm != "td3":
+            return self.policy_fn(actor_params, obs, key)
+        mean = self._actor_out(actor_params, obs)[0]
+        sigma = self.config.td3_target_noise
+        noise = jnp.clip(sigma * jax.random.normal(key, mean.shape, mean.dtype), -2.5 * sigma,
+                         2.5 * sigma)  # fmt: skip
+        return self.compose(obs, jnp.clip(jnp.tanh(mean) + noise, -1.0, 1.0)), _zeros(mean)
+
+    def loss_policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
+        """The action the actor loss differentiates: SAC's sample, TD3's deterministic action."""
+        if self.config.algorithm != "td3":
+            return self.policy_fn(actor_params, obs, key)
+        mean = self._actor_out(actor_params, obs)[0]
+        return self.mode_fn(actor_params, obs), _zeros(mean)
 
     def mode_fn(self, actor_params: Any, obs: jax.Array) -> jax.Array:
-        """The deterministic action tanh(mean) in [-1, 1]."""
-        return jnp.tanh(self._actor_out(actor_params, obs)[0])
+        """The deterministic action tanh(mean) in [-1, 1] (composed with the base if residual)."""
+        return self.compose(obs, jnp.tanh(self._actor_out(actor_params, obs)[0]))
+
+    def compose(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """The executed action: ``action`` itself, or clip(base + scale * action) if residual."""
+        if not self.residual:
+            return action
+        base = obs[..., self.base_columns]
+        return jnp.clip(base + self.config.residual_scale * action, -1.0, 1.0)
+
+    def critic_obs(self, obs: jax.Array) -> jax.Array:
+        """What the critics see of a flat observation (a residual's critics: not the base)."""
+        return obs if self.critic_columns is None else obs[..., self.critic_columns]
 
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of all critics, shape (num_critics, ...)."""
-        q: jax.Array = self.critic.apply({"params": critic_params}, obs, action)  # type: ignore[assignment]
+        q: jax.Array = self.critic.apply({"params": critic_params}, self.critic_obs(obs), action)  # type: ignore[assignment]
         return q
 
     def subset_critic_fn(self, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of ``critic_subset`` critics whose params were gathered from the ensemble."""
-        q: jax.Array = self.subset_critic.apply({"params": params}, obs, action)  # type: ignore[assignment]
+        q: jax.Array = self.subset_critic.apply({"params": params}, self.critic_obs(obs), action)  # type: ignore[assignment]
         return q
 
     def _actor_out(self, actor_params: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(mean, log_std) of the Gaussian before the tanh."""
         out: tuple[jax.Array, jax.Array] = self.actor.apply({"params": actor_params}, obs)  # type: ignore[assignment]
         return out
+
+    def temperature(self, state: SACState) -> jax.Array:
+        """The entropy temperature alpha (0 for TD3, whose actor has no entropy term)."""
+        if self.config.algorithm == "td3":
+            return jnp.zeros((), jnp.float32)
+        return jnp.exp(state.log_temperature)
 
     # -- state --------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> SACState:
@@ -212,7 +316,7 @@ class SAC:
         obs = jnp.zeros((1, self.obs_spec.dim), jnp.float32)
         action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
         actor_params = self.actor.init(key_actor, obs)["params"]
-        critic_params = self.critic.init(key_critic, obs, action)["params"]
+        critic_params = self.critic.init(key_critic, self.critic_obs(obs), action)["params"]
         log_temperature = jnp.asarray(np.log(self.config.init_temperature), jnp.float32)
         return SACState(
             actor_params=actor_params,
@@ -238,7 +342,7 @@ class SAC:
         grads, metrics = jax.grad(losses.critic_loss, has_aux=True)(
             state.critic_params,
             state.target_critic_params,
-            jnp.exp(state.log_temperature),
+            self.temperature(state),
             batch,
             next_action,
             next_log_prob,
@@ -272,10 +376,10 @@ class SAC:
         grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
             state.actor_params,
             state.critic_params,
-            jnp.exp(state.log_temperature),
+            self.temperature(state),
             batch,
             key,
-            policy_fn=self.policy_fn,
+            policy_fn=self.loss_policy_fn,
             critic_fn=self.critic_fn,
             bc_weight=self.config.bc_weight,
             intervention_bc_weight=self.config.intervention_bc_weight,
@@ -305,7 +409,9 @@ class SAC:
     ) -> tuple[SACState, dict[str, jax.Array]]:
         """``len(batch)`` critic steps in a scan; next actions sampled for all of them at once."""
         key_next, key_subset = jax.random.split(key)
-        next_action, next_log_prob = self.policy_fn(state.actor_params, batch.next_obs, key_next)
+        next_action, next_log_prob = self.target_policy_fn(
+            state.actor_params, batch.next_obs, key_next
+        )
         subset_keys = jax.random.split(key_subset, batch.reward.shape[0])
         return jax.lax.scan(
             self.critic_step, state, (batch, next_action, next_log_prob, subset_keys)
@@ -340,7 +446,11 @@ class SAC:
             dataclasses.replace(state, rng=rng), batch, key_critic
         )
         last = jax.tree_util.tree_map(lambda x: x[-1], batch)
+        critic_only = dataclasses.replace(new, step=new.step + 1)
         new, actor_metrics = self.actor_step(new, last, key_actor)
+        if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
+            start = critic_only.step > self.config.actor_delay_blocks
+            new = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), new, critic_only)
         metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
         metrics.update(actor_metrics)
         finite = _all_finite(
