@@ -147,7 +147,7 @@ class Actor:
         self.success_key, self.acted_by = success_key, acted_by
         self.max_episode_steps = max_episode_steps
         self.rng = np.random.default_rng(seed)
-        self.warmup_policy = UniformPolicy(env.action_space, self.rng)
+        self.warmup_policy: Policy = UniformPolicy(env.action_space, self.rng)
         self.env_steps = self.episodes = 0
         self.tally = EpisodeTally()
         self.frames: list[np.ndarray] | None = None

@@ -37,7 +37,7 @@ from handrail.learners.specs import ActionSpec
 __all__ = ["BASE_ACTION_KEY", "BaseWarmup", "ResidualObservation", "base_only", "relabel"]
 
 
-class ResidualObservation(gym.Wrapper):  # type: ignore[type-arg]
+class ResidualObservation(gym.Wrapper):
     """Adds the base policy's normalised action to every observation (see the module doc).
 
     Args:
