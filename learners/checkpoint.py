@@ -142,7 +142,10 @@ def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACSta
     """
     path = Path(directory)
     meta = read_meta(path)
-    diffs = _differences(meta["config"], sac.config.to_json(), "config.")
+    # Fields added since the checkpoint was written take their defaults (which keep the
+    # behaviour it was trained with), so older checkpoints keep loading.
+    saved_config = SACConfig.from_json(meta["config"]).to_json()
+    diffs = _differences(saved_config, sac.config.to_json(), "config.")
     diffs += _differences(meta["obs_spec"], sac.obs_spec.to_json(), "obs_spec.")
     diffs += _differences(meta["action_spec"], sac.action_spec.to_json(), "action_spec.")
     if diffs:

@@ -99,6 +99,24 @@ def test_other_config_is_a_clear_error_naming_fields(trained) -> None:
     assert "config.utd" in str(err.value) and "num_critics" not in str(err.value)
 
 
+def test_a_checkpoint_from_before_newer_config_fields_still_loads(tmp_path: Path, trained) -> None:
+    """Fields added to SACConfig later (residual_scale, algorithm...) take their defaults."""
+    import shutil
+
+    sac, state, path = trained
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    meta = json.loads((old / "config.json").read_text())
+    for name in ("residual_scale", "algorithm", "actor_delay_blocks", "intervention_bc_weight"):
+        del meta["config"][name]
+    (old / "config.json").write_text(json.dumps(meta))
+    loaded, _ = load_checkpoint(old, sac)
+    obs = np.zeros((1, 5), np.float32)
+    key = jax.random.PRNGKey(0)
+    np.testing.assert_array_equal(sac.act(state, obs, key), sac.act(loaded, obs, key))
+    assert load_policy(old)({"proprio": np.zeros(3), "goal": np.zeros(2)}).shape == (2,)
+
+
 def test_not_a_checkpoint_is_a_clear_error(tmp_path: Path, trained) -> None:
     sac, _, _ = trained
     with pytest.raises(ValueError, match="not a handrail checkpoint"):
