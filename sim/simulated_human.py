@@ -70,6 +70,9 @@ class SimulatedHumanConfig:
     """Fall of progress below the episode's best at which the person takes over."""
     min_progress: float = 0.01
     """Smallest gain of progress that counts as a new best."""
+    replan: bool = False
+    """Restart the expert's plan at each takeover, from the state the policy left (a person
+    re-plans; a phase-keeping expert may otherwise carry on with a plan made for other states)."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -185,6 +188,10 @@ class SimulatedHuman:
             self.countdown = cfg.reaction_delay_steps
         if not self.engaged and self.countdown is not None and self.countdown <= 0:
             self.engaged, self.countdown, self.acting_steps = True, None, 0
+            reset = getattr(self.expert, "reset", None)
+            if cfg.replan and reset is not None:
+                reset(seed=None)
+                good = np.asarray(self.expert(obs), np.float32)
         if not self.engaged:
             return Decision(proposal, ActedBy.POLICY)
         self.acting_steps += 1

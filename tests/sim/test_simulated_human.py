@@ -62,6 +62,18 @@ def test_notices_after_patience_reacts_after_the_delay_and_hands_back_after_min_
     assert who(human, [BAD] * 10) == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("replan", [False, True])
+def test_replan_restarts_the_experts_plan_at_each_takeover(replan: bool) -> None:
+    cfg = SimulatedHumanConfig(patience_steps=3, reaction_delay_steps=2, min_takeover_steps=4,
+                               handback="fixed", replan=replan)  # fmt: skip
+    expert = ConstantExpert()
+    human = SimulatedHuman(expert, cfg)  # resets the expert once
+    acted = who(human, [BAD] * 20)
+    takeovers = sum(1 for a, b in zip([0, *acted], acted, strict=False) if (a, b) == (0, 1))
+    assert takeovers == 2
+    assert expert.resets == 1 + (takeovers if replan else 0)
+
+
 def test_agree_handback_waits_for_the_policy_to_agree() -> None:
     cfg = SimulatedHumanConfig(patience_steps=2, reaction_delay_steps=0, min_takeover_steps=2)
     human = SimulatedHuman(ConstantExpert(), cfg)
