@@ -82,6 +82,14 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "bench_hil_cmd:bench_hil",
         "Env steps to 90% with and without the simulated human in the loop (HIL-SERL's effect).",
     ),
+    ("bc",): Command(
+        "bc_cmd:bc",
+        "Behaviour cloning on a demo store (a base policy for train --residual-on bc:RUN).",
+    ),
+    ("bench", "residual"): Command(
+        "bench_residual_cmd:bench_residual",
+        "Residual RL on an imperfect BC base against SAC from scratch, same demonstrations.",
+    ),
 }
 
 

@@ -1,0 +1,141 @@
+"""``handrail bc``: behaviour cloning on a Zarr episode store, into a run folder.
+
+``handrail bc --demos STORE`` trains :mod:`handrail.learners.bc` on the store's successful
+episodes (the first ``--max-episodes`` of them), checks the store against the task's env first,
+writes ``config.json``, ``metrics.jsonl`` (train and validation loss), ``bc_loss.png`` and
+``checkpoints/best`` into the run folder, then evaluates the policy on the task and writes
+``eval.json``. The checkpoint is a base for residual RL: ``handrail train --residual-on
+bc:<run folder>``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from handrail.learners.bc import BCConfig
+
+
+@dataclass(frozen=True)
+class BCCommand:
+    """Options of ``handrail bc``."""
+
+    demos: Path
+    """The Zarr episode store to clone (its successful episodes)."""
+    task: str | None = None
+    """Task to check the store against and evaluate on (default: the store's task)."""
+    max_episodes: int | None = None
+    """Use only the first N successful episodes."""
+    run_dir: Path | None = None
+    """Run folder (default runs/<task>-bc-s<seed>-<time>)."""
+    eval_episodes: int = 50
+    """Episodes of the final evaluation on the task (0: none)."""
+    seed: int = 0
+    """Seeds training (--bc.seed is set from it) and the first evaluation episode."""
+    progress: bool = True
+    """Show the progress bar."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Network, chunking and optimisation settings."""
+
+    def __post_init__(self) -> None:
+        if self.max_episodes is not None and self.max_episodes < 1:
+            raise ValueError(f"--max-episodes must be >= 1, got {self.max_episodes}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
+
+
+def bc(cmd: Annotated[BCCommand, tyro.conf.arg(name="")]) -> int:
+    """Behaviour cloning on a demo store; the checkpoint is a base for --residual-on bc:RUN."""
+    import dataclasses
+
+    import handrail.demos
+    from handrail.demos.errors import StoreError
+    from handrail.launch.envs import make_env
+    from handrail.launch.train_config import preset
+    from handrail.learners.checkpoint import write_checkpoint_dir
+    from handrail.learners.demo_data import check_fields
+    from handrail.learners.runlog import RunDir
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    config = dataclasses.replace(cmd.bc, seed=cmd.seed)
+    try:
+        reader = handrail.demos.open_store(cmd.demos)
+        task = cmd.task or str(reader.attrs.get("task") or "")
+        if not task:
+            raise ValueError("the store names no task; pass --task")
+        ids = reader.select(successful_only=True)
+        ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
+        if not ids:
+            raise ValueError("the store holds no successful episodes")
+        data = reader.load(episodes=ids)
+        env = make_env(task, **preset(task).env)
+        obs_spec, action_spec = (
+            ObsSpec.from_space(env.observation_space),
+            ActionSpec.from_space(env.action_space),
+        )
+        check_fields(data, obs_spec, action_spec)
+    except (StoreError, ValueError) as exc:
+        raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
+    run_path = (
+        cmd.run_dir or Path("runs") / f"{task}-bc-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    print(f"handrail bc: {len(ids)} episodes ({data.num_steps} steps) of {task}; run folder "
+          f"{run_path.resolve()}", file=sys.stderr)  # fmt: skip
+    from handrail.learners.bc import save_bc, train_bc
+
+    with RunDir(run_path, tensorboard=False) as run:
+        run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
+                          "episodes": ids, "seed": cmd.seed, "bc": config.to_json()})  # fmt: skip
+
+        def log(record: dict[str, Any]) -> None:
+            run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})
+
+        result = train_bc(data, obs_spec, action_spec, config, progress=cmd.progress,
+                          on_eval=log)  # fmt: skip
+        write_checkpoint_dir(run.best_dir, lambda p: save_bc(
+            p, result, config, obs_spec, action_spec, extra={"task": task}))  # fmt: skip
+        _plot(result.history, run_path / "bc_loss.png", task)
+        summary: dict[str, Any] = {"best_val_loss": result.best_val_loss,
+                                   "train_episodes": len(result.train_episodes),
+                                   "val_episodes": len(result.val_episodes)}  # fmt: skip
+        if cmd.eval_episodes:
+            from handrail.learners.bc import load_bc_policy
+            from handrail.learners.evaluation import evaluate
+
+            policy = load_bc_policy(run.best_dir)
+            eval_env = make_env(task, **preset(task).env)
+            result_eval = evaluate(eval_env, policy, cmd.eval_episodes, cmd.seed + 10_000)
+            eval_env.close()
+            summary["eval"] = result_eval.as_dict()
+            print(f"handrail bc: {result_eval.summary()}", file=sys.stderr)
+        (run_path / "eval.json").write_text(json.dumps(summary, indent=1))
+    env.close()
+    print(f"handrail bc: checkpoint {run_path.resolve() / 'checkpoints' / 'best'}; use it with "
+          f"handrail train --residual-on bc:{run_path}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _plot(history: list[dict[str, Any]], path: Path, task: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3.2), layout="constrained")
+    ax = fig.subplots()
+    steps = [h["step"] for h in history]
+    ax.plot(steps, [h["train_loss"] for h in history], label="train")
+    if any(h["val_loss"] is not None for h in history):
+        ax.plot(steps, [h["val_loss"] for h in history], label="validation")
+    ax.set_yscale("log")
+    ax.set_xlabel("gradient steps")
+    ax.set_ylabel("action MSE (normalised)")
+    ax.legend()
+    ax.set_title(f"handrail bc on {task}")
+    fig.savefig(path, dpi=80)
