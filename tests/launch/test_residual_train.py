@@ -53,14 +53,21 @@ def sb3_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def base_specs(residual_run: Path, sb3_zip: Path) -> list[str]:
-    return ["expert", f"{__name__}:toward_goal", f"sb3:{sb3_zip}", f"run:{residual_run}"]
+@pytest.fixture(scope="module")
+def bc_run(tmp_path_factory: pytest.TempPathFactory, recorded: Path) -> Path:
+    run = tmp_path_factory.mktemp("bc") / "bc"
+    argv = ["bc", "--demos", str(recorded), "--run-dir", str(run), "--no-progress",
+            "--eval-episodes", "0", "--bc.steps", "100", "--bc.horizon", "4", "--bc.execute", "2"]  # fmt: skip
+    assert cli.main(argv) == 0
+    return run
 
 
 def test_every_base_kind_is_its_own_action_under_a_fresh_residual(
-    residual_run: Path, sb3_zip: Path
+    residual_run: Path, sb3_zip: Path, bc_run: Path
 ) -> None:
-    for spec in base_specs(residual_run, sb3_zip):
+    specs = ["expert", f"{__name__}:toward_goal", f"sb3:{sb3_zip}", f"run:{residual_run}",
+             f"bc:{bc_run}"]  # fmt: skip
+    for spec in specs:
         env = make_env("reach")
         wrapped = ResidualObservation(env, make_base(spec, "reach", env))
         sac = SAC(ObsSpec.from_space(wrapped.observation_space),
