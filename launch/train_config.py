@@ -200,9 +200,11 @@ _GENERIC: dict[str, Any] = {"steps": 50_000, "eval_every": 5_000, "eval_episodes
 
 # Residual RL (--residual-on): a correction of at most 0.1 (normalised) on the base action, the
 # actor learning slowly and only after the critics have seen the base's returns (ResFiT), with
-# n-step returns. Measured by `handrail bench residual` (README).
-RESIDUAL_SAC: dict[str, Any] = {"residual_scale": 0.1, "actor_lr": 1e-4, "n_step": 3,
-                                "actor_delay_blocks": 500}  # fmt: skip
+# n-step returns. TD3 rather than SAC: a bounded correction changes Q by little, and SAC's
+# entropy bonus outweighed it (on pick_cube the residual stayed near uniform noise, 3.3 nats,
+# while TD3 learned). Measured by `handrail bench residual` (README).
+RESIDUAL_SAC: dict[str, Any] = {"algorithm": "td3", "residual_scale": 0.1, "actor_lr": 1e-4,
+                                "n_step": 3, "actor_delay_blocks": 500}  # fmt: skip
 
 
 def preset(task: str, residual_on: str | None = None, **overrides: Any) -> TrainConfig:
