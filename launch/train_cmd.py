@@ -231,6 +231,7 @@ def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
     if cfg.resume is not None:
         trainer.load(run.latest_dir)
         run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again
+        _resume_wrappers(env, trainer.env_steps)
 
     def save_latest() -> None:
         write_checkpoint_dir(run.latest_dir, trainer.save_into)
@@ -243,6 +244,16 @@ def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
         if isinstance(trainer, AsyncTrainer):
             trainer.close()
     return monitor.last_eval
+
+
+def _resume_wrappers(env: Any, env_steps: int) -> None:
+    """Env wrappers that count steps (the residual's progressive enabling) resume the count."""
+    from handrail.learners.residual import ResidualObservation
+
+    while env is not None:
+        if isinstance(env, ResidualObservation):
+            env.steps = env_steps
+        env = getattr(env, "env", None)
 
 
 def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: Any,

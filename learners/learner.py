@@ -70,8 +70,9 @@ class LoopConfig:
         bad = [f"{name}={getattr(self, name)!r}" for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(
-                f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain/warmup_noise >= 0, capacities "
-                ">= 2, offline_ratio in [0, 1], max_nonfinite_updates >= 1, mode fused|async)"
+                f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain/warmup_noise >= 0, "
+                "capacities >= 2, offline_ratio in [0, 1], max_nonfinite_updates >= 1, mode "
+                "fused|async)"
             )
 
 

@@ -148,3 +148,20 @@ def test_bad_base_specs_are_one_line_errors_that_create_nothing(
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
     assert not run_dir.exists()
+
+
+def test_a_resumed_run_continues_the_progressive_schedule(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    env = make_env("reach")
+    inner = ResidualObservation(env, make_base("expert", "reach", env), enable_steps=1000)
+    outer = gym.wrappers.RecordEpisodeStatistics(inner)
+    train_cmd._resume_wrappers(outer, 640)
+    assert inner.steps == 640
+    cfg = residual_config(tmp_path / "run", "expert", residual_enable_steps=1000)
+    assert train_cmd.train(cfg) == 0
+    resumed = cli.main(["train", "--resume", str(tmp_path / "run"), "--steps", "120",
+                        "--no-progress"])  # fmt: skip
+    assert resumed == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["residual_enable_steps"] == 1000 and config["steps"] == 120
