@@ -58,9 +58,9 @@ class BenchResidualConfig:
     """Episodes per evaluation."""
     final_episodes: int = 100
     """Episodes of the base's and each run's final evaluation."""
-    bc_args: str = "--bc.val-fraction 0 --bc.steps 2000"
-    """``handrail bc`` options of the base: all 10 demos, none held out (one held-out episode
-    would be a tenth of the data)."""
+    bc_args: str = "--bc.horizon 8 --bc.temporal-ensemble --bc.val-fraction 0 --bc.steps 2000"
+    """``handrail bc`` options of the base: 8-action chunks, temporally ensembled, on all 10
+    demos (one held-out episode would be a tenth of the data)."""
     train_args: str = "--sac.residual-scale 0.5 --sac.bc-weight 1"
     """More ``handrail train`` options for the residual runs. A 10-demo BC base departs from the
     expert by 0.4-0.8 per action dimension on its own states, more than the default 0.1 scale
