@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 
 from handrail.control.base_policy import BASE_ACTION_KEY, BasePolicy
-from handrail.control.step import ACTED_BY_KEY, EXECUTED_ACTION_KEY, ActedBy
+from handrail.control.step import ACTED_BY_KEY, BOX_KEY, EXECUTED_ACTION_KEY, ActedBy
 from handrail.learners.specs import ActionSpec
 
 __all__ = ["BASE_ACTION_KEY", "BaseWarmup", "ResidualObservation", "base_only", "relabel"]
@@ -58,7 +58,7 @@ class ResidualObservation(gym.Wrapper):
         if enable_steps < 0:
             raise ValueError(f"ResidualObservation: enable_steps must be >= 0, got {enable_steps}")
         space = env.observation_space
-        spaces = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {"obs": space}
+        spaces = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {BOX_KEY: space}
         if BASE_ACTION_KEY in spaces:
             raise ValueError(
                 f"ResidualObservation: the env already observes {BASE_ACTION_KEY!r}; wrap a "
@@ -74,7 +74,7 @@ class ResidualObservation(gym.Wrapper):
         self._base_action: np.ndarray | None = None  # normalised, of the latest observation
 
     def _with_base(self, obs: Any) -> dict[str, np.ndarray]:
-        out = dict(obs) if isinstance(obs, Mapping) else {"obs": np.asarray(obs)}
+        out = dict(obs) if isinstance(obs, Mapping) else {BOX_KEY: np.asarray(obs)}
         base = np.asarray(self.base(out), np.float32)
         if base.shape != (self.action_spec.dim,):
             raise ValueError(

@@ -281,3 +281,15 @@ def test_residual_config_checks() -> None:
     assert (
         SACConfig.from_json(dataclasses.asdict(SACConfig(residual_scale=0.2))).residual_scale == 0.2
     )
+
+
+def test_a_box_observation_env_gets_a_dict_with_the_base_action() -> None:
+    env = ResidualObservation(gym.make("Pendulum-v1"), CallableBase(lambda obs: np.array([0.5])))
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"obs", BASE_ACTION_KEY} and obs["obs"].shape == (3,)
+    np.testing.assert_allclose(obs[BASE_ACTION_KEY], [0.25])  # 0.5 of the +-2 torque range
+    sac = SAC(ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space),
+              SACConfig(hidden_dims=(8,), num_critics=2, residual_scale=0.1))  # fmt: skip
+    params = sac.init(jax.random.PRNGKey(0)).actor_params
+    mode = sac.mode_fn(params, jnp.asarray(sac.obs_spec.flatten(obs)))
+    np.testing.assert_array_equal(np.asarray(mode), obs[BASE_ACTION_KEY])
