@@ -124,8 +124,8 @@ class BCResult:
     """Training split's observation mean (flat)."""
     obs_std: np.ndarray
     """Training split's observation std (flat, floored)."""
-    history: list[dict[str, float]]
-    """One record per evaluation: step, train loss, validation loss."""
+    history: list[dict[str, float | None]]
+    """One record per evaluation: step, train loss, validation loss (None without one)."""
     best_val_loss: float | None
     """Lowest validation loss (None without validation episodes)."""
     train_episodes: list[int]
@@ -171,7 +171,7 @@ def train_bc(
     config: BCConfig,
     *,
     progress: bool = False,
-    on_eval: Callable[[dict[str, float]], None] | None = None,
+    on_eval: Callable[[dict[str, float | None]], None] | None = None,
 ) -> BCResult:
     """Fit the policy to ``data`` (``handrail.demos.EpisodeData``); see the module docstring."""
     starts = np.asarray(data.episode_starts, np.int64)
@@ -197,7 +197,8 @@ def train_bc(
     tx = optax.adamw(config.lr, weight_decay=config.weight_decay)
 
     def loss_fn(p: Any, x: jax.Array, y: jax.Array, m: jax.Array) -> jax.Array:
-        err = jnp.mean((net.apply({"params": p}, x) - y) ** 2, axis=-1)
+        pred: jax.Array = net.apply({"params": p}, x)  # type: ignore[assignment]
+        err = jnp.mean((pred - y) ** 2, axis=-1)
         return jnp.sum(err * m) / jnp.maximum(jnp.sum(m), 1.0)
 
     x_train, y_train, m_train = (jnp.asarray(a[train_rows]) for a in (norm, targets, mask))
@@ -205,7 +206,7 @@ def train_bc(
     batch = min(config.batch_size, len(train_rows))
 
     @jax.jit
-    def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, jax.Array]:
+    def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, Any]:
         def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
             p, opt = carry
             idx = jax.random.randint(kk, (batch,), 0, x_train.shape[0])
@@ -218,7 +219,8 @@ def train_bc(
         return p, opt, jnp.mean(losses), val
 
     opt = tx.init(params)
-    best, best_val, history = params, math.inf, []
+    best, best_val = params, math.inf
+    history: list[dict[str, float | None]] = []
     blocks = math.ceil(config.steps / config.eval_every)
     bar = None
     if progress:
@@ -228,11 +230,13 @@ def train_bc(
     for i in range(blocks):
         key, sub = jax.random.split(key)
         params, opt, train_loss, val_loss = block(params, opt, sub)
-        record = {"step": (i + 1) * config.eval_every, "train_loss": float(train_loss),
-                  "val_loss": float(val_loss) if val_rows.size else None}  # fmt: skip
-        history.append(record)  # type: ignore[arg-type]
+        record: dict[str, float | None] = {
+            "step": (i + 1) * config.eval_every, "train_loss": float(train_loss),
+            "val_loss": float(val_loss) if val_rows.size else None,
+        }  # fmt: skip
+        history.append(record)
         if on_eval is not None:
-            on_eval(record)  # type: ignore[arg-type]
+            on_eval(record)
         if not val_rows.size or float(val_loss) < best_val:
             best, best_val = params, float(val_loss) if val_rows.size else best_val
         if bar is not None:
