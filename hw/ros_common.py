@@ -1,0 +1,88 @@
+"""What every handrail ROS 2 node shares: QoS profiles, parameter declaration, the main loop.
+
+Node modules (``hw/<name>.py``) follow one shape so the launch runner and the tests can treat
+them alike: a module-level ``PARAMETERS`` dict (every parameter the node declares, with its
+default; launch files may set only these), a small ``rclpy.node.Node`` subclass, and
+``main(args=None)`` that runs it until SIGINT/SIGTERM. ``NODES`` in :mod:`handrail.hw.nodes`
+lists them by executable name.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+__all__ = ["COMMAND_QOS", "LATCHED_QOS", "STATE_QOS", "declare_parameters", "run_node"]
+
+STATE_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.BEST_EFFORT,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""High-rate state: the newest sample is all that matters (hw/INTERFACES.md, QoS ``state``)."""
+
+COMMAND_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""Targets sent to the arm (QoS ``command``)."""
+
+LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""State a late subscriber must still get: e-stop, success, events (QoS ``latched``)."""
+
+
+def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Declare every parameter of ``parameters`` (name -> default) and return their values.
+
+    Values set on the command line or in a parameter file override the defaults; a value of the
+    wrong type fails here with the parameter's name (rclpy's own error).
+    """
+    values = {}
+    for name, default in parameters.items():
+        node.declare_parameter(name, default)
+        values[name] = node.get_parameter(name).value
+    return values
+
+
+def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 2) -> None:
+    """Init rclpy, build the node, spin it until SIGINT/SIGTERM, then shut down cleanly.
+
+    Args:
+        factory: builds the node (called after ``rclpy.init``).
+        args: command-line arguments (``--ros-args ...``); default ``sys.argv``.
+        threads: executor threads (services that wait on topics need more than one).
+    """
+    rclpy.init(args=args)
+    node = factory()
+    executor = MultiThreadedExecutor(num_threads=threads)
+    executor.add_node(node)
+
+    def _stop(signum: int, frame: object) -> None:
+        executor.shutdown(timeout_sec=0)
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        close = getattr(node, "close", None)
+        if callable(close):
+            close()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()

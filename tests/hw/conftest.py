@@ -1,0 +1,74 @@
+"""ROS 2 tests: every DDS packet stays inside a private network namespace.
+
+``ros`` (fixture) runs a Python script in a fresh network namespace (``unshare -n``) whose only
+interface is a loopback with multicast routed to it, with ``ROS_AUTOMATIC_DISCOVERY_RANGE``
+set to LOCALHOST and a per-test domain id. Everything the script starts (nodes, the launch
+runner) inherits the namespace, so nothing reaches the machine's real network. The script's
+last stdout line is parsed as JSON and returned; tests assert on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_NETNS_SETUP = "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo"
+
+
+def netns_command(argv: list[str]) -> list[str]:
+    """``argv`` wrapped to run in a private network namespace with multicast on loopback."""
+    unshare = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
+    inner = f"{_NETNS_SETUP} && exec {shlex.join(argv)}"
+    return [*unshare, "bash", "-c", inner]
+
+
+def ros_env(domain_id: int = 0) -> dict[str, str]:
+    """The environment for ROS processes inside the namespace."""
+    env = dict(os.environ)
+    env.update(
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+        ROS_DOMAIN_ID=str(domain_id),
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+        PYTHONUNBUFFERED="1",
+        MUJOCO_GL=env.get("MUJOCO_GL", "egl"),
+    )
+    return env
+
+
+RosRunner = Callable[..., Any]
+
+
+@pytest.fixture
+def ros(tmp_path: Path) -> RosRunner:
+    """Run ``code`` (a Python script body) in a private network namespace; return its JSON."""
+
+    def run(code: str, timeout_s: float = 120.0) -> Any:
+        script = tmp_path / "ros_script.py"
+        script.write_text(textwrap.dedent(code))
+        proc = subprocess.run(
+            netns_command([sys.executable, str(script)]),
+            cwd=tmp_path,
+            env=ros_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"ROS script failed (exit {proc.returncode}):\n--- stdout\n{proc.stdout[-4000:]}"
+                f"\n--- stderr\n{proc.stderr[-6000:]}"
+            )
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        assert lines, f"ROS script printed nothing; stderr:\n{proc.stderr[-4000:]}"
+        return json.loads(lines[-1])
+
+    return run
