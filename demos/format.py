@@ -290,3 +290,15 @@ def check_fields(reader: Any, expected_fields: Sequence[FieldSpec]) -> None:
             problems.append(f"{name!r}: store units {h.units!r}, expected {w.units!r}")
     if problems:
         raise FieldMismatchError("store fields do not match: " + "; ".join(problems))
+
+
+def fields_from_space(space: Any) -> list[FieldSpec]:
+    """One FieldSpec per key of a gymnasium Dict observation space (a Box is the key "obs")."""
+    from handrail.control.step import BOX_KEY
+
+    spaces = getattr(space, "spaces", None)
+    items = spaces.items() if isinstance(spaces, dict) else [(BOX_KEY, space)]
+    return [
+        FieldSpec(name=k, dtype=str(np.dtype(box.dtype)), shape=tuple(box.shape))
+        for k, box in items
+    ]

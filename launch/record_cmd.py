@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import tyro
 
+from handrail.demos.format import fields_from_space
 from handrail.launch.demos_common import CAMERAS, guarded
 from handrail.launch.human import DEVICES, HumanLoopConfig
 
@@ -59,19 +60,6 @@ class RecordConfig:
     def camera_names(self) -> tuple[str, ...]:
         """The cameras as a tuple."""
         return tuple(c.strip() for c in self.cameras.split(",") if c.strip())
-
-
-def fields_from_space(space: Any) -> list[Any]:
-    """One FieldSpec per key of a gymnasium Dict observation space (a Box is the key "obs")."""
-    from handrail.control.step import BOX_KEY
-    from handrail.demos import FieldSpec
-
-    spaces = getattr(space, "spaces", None)
-    items = spaces.items() if isinstance(spaces, dict) else [(BOX_KEY, space)]
-    return [
-        FieldSpec(name=k, dtype=str(np.dtype(box.dtype)), shape=tuple(box.shape))
-        for k, box in items
-    ]
 
 
 def _open_record_writer(cfg: RecordConfig, env: Any) -> Any:

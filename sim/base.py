@@ -245,6 +245,14 @@ class ArmEnv(gymnasium.Env):
         """Shaped reward used when ``config.reward == "dense"``."""
         return float(self.is_success())
 
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Pose (position m, quaternion w, x, y, z; base frame) of each task object and goal.
+
+        What a perception system would report; ``sim_robot`` publishes them on
+        ``objects/<name>/pose`` and ``hw.mirrors`` rebuilds ``task_obs()`` from them.
+        """
+        return {}
+
     # ----- state helpers ----------------------------------------------------------------------
     @property
     def ee_pos(self) -> np.ndarray:
@@ -293,6 +301,60 @@ class ArmEnv(gymnasium.Env):
                 obs[cam] = self._renderer.render()
         return obs
 
+    # ----- the arm as a robot (sim_robot) -----------------------------------------------------
+    def command_pose(
+        self, pos_m: np.ndarray, quat_wxyz: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, SafetyReport]:
+        """Make a Cartesian pose the controller's target, through the arm's safety filter.
+
+        What a Cartesian impedance controller does with a ``target_pose`` message: the target
+        is clipped into the workspace box and the step and orientation limits (never
+        followed outside them), then tracked from the next physics step on.
+
+        Returns:
+            The target actually set (position, quaternion) and the filter's report.
+        """
+        pos = tuple(self._site_pos.tolist())
+        quat = tuple(self._read_ee_quat().tolist())
+        target_pos, target_quat, report = self.safety.filter(pos, quat, pos_m, quat_wxyz)
+        self._target_pos, self._target_quat = target_pos, target_quat
+        self.controller.set_target(target_pos, target_quat)
+        return target_pos, target_quat, report
+
+    def command_gripper(self, opening_m: float) -> None:
+        """Set the fingers' position target from an opening (m), clipped to the gripper's range."""
+        if not math.isfinite(opening_m):
+            return
+        finger_m = min(max(opening_m / 2.0, 0.0), arm.FINGER_MAX_M)
+        ctrl, (left, right) = self.data.ctrl, self._finger_ids
+        ctrl[left] = ctrl[right] = finger_m
+
+    def advance(self, physics_steps: int) -> None:
+        """Run the controller and physics for ``physics_steps`` steps (no env step counted)."""
+        self.controller.step(physics_steps)
+
+    def arm_state(self) -> dict[str, np.ndarray]:
+        """Measured state a robot driver publishes (fresh arrays, SI units, base frame).
+
+        Keys: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), ``joint_pos_rad``/``joint_vel_rad_s``
+        /``joint_effort_nm`` (the 7 arm joints then the 2 fingers, m and N for those),
+        ``gripper_vel_m_s``.
+        """
+        d = self.data
+        arm_q, fingers = self.model.jnt_qposadr[:7], self._finger_adr
+        qpos_idx = [*arm_q.tolist(), *fingers]
+        dof_idx = [
+            *self.model.jnt_dofadr[:7].tolist(),
+            *(int(self.model.jnt_dofadr[self.model.joint(j).id]) for j in arm.FINGER_JOINTS),
+        ]
+        return {
+            "proprio": self._proprio(),
+            "joint_pos_rad": d.qpos[qpos_idx].copy(),
+            "joint_vel_rad_s": d.qvel[dof_idx].copy(),
+            "joint_effort_nm": d.qfrc_actuator[dof_idx].copy(),
+            "gripper_vel_m_s": np.array([d.qvel[dof_idx[7]] + d.qvel[dof_idx[8]]]),
+        }
+
     # ----- Gymnasium API ----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -335,9 +397,7 @@ class ArmEnv(gymnasium.Env):
         if cfg.action.gripper and math.isfinite(gripper):
             # A non-finite gripper command holds the fingers where they are, as the safety
             # filter holds the pose for a non-finite target (min/max would pass NaN through).
-            finger_m = arm.FINGER_MAX_M * (1.0 - min(max(gripper, -1.0), 1.0)) / 2.0
-            ctrl, (left, right) = self.data.ctrl, self._finger_ids
-            ctrl[left] = ctrl[right] = finger_m
+            self.command_gripper(gripper_opening_m(gripper))
         self.controller.step(cfg.substeps)
         self._steps += 1
         success = bool(self.is_success())
@@ -365,6 +425,11 @@ class ArmEnv(gymnasium.Env):
             if renderer is not None:
                 renderer.close()
                 setattr(self, name, None)
+
+
+def gripper_opening_m(command: float) -> float:
+    """Finger opening (m) for a normalised gripper command (-1 open, +1 closed)."""
+    return 2.0 * arm.FINGER_MAX_M * (1.0 - min(max(command, -1.0), 1.0)) / 2.0
 
 
 def expert_action(

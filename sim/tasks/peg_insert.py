@@ -184,6 +184,10 @@ class PegInsertEnv(ArmEnv):
         return {"peg": np.concatenate(tip), "hole": np.concatenate(entry),
                 "entry_from_tip_dm": offset_dm(entry[0], tip[0])}  # fmt: skip
 
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The peg's tip and the hole's entry."""
+        return {"peg": self.peg_tip(), "hole": self.hole_entry()}
+
     def tip_in_hole_m(self) -> np.ndarray:
         """Tip position in the hole frame, origin at the entry centre (m; z < 0 is inside)."""
         tip, _ = self.peg_tip()

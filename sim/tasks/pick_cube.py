@@ -93,6 +93,11 @@ class PickCubeEnv(ArmEnv):
         cube = self._cube().copy()
         return {"object": cube, "cube_from_tcp_dm": offset_dm(cube[:3], self._site_pos)}
 
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The cube."""
+        cube = self._cube().copy()
+        return {"cube": (cube[:3], cube[3:])}
+
     def lift_m(self) -> float:
         """Height of the cube above its resting height (m)."""
         return float(self._cube()[2] - self.config.cube_half_size_m)

@@ -145,6 +145,14 @@ class PushEnv(ArmEnv):
         return {"object": puck, "goal": goal, "puck_from_tcp_dm": offset_dm(puck, self._site_pos),
                 "goal_from_puck_dm": offset_dm(goal, puck)}  # fmt: skip
 
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Puck and goal positions (identity orientation: only positions are observed)."""
+        unit = np.array([1.0, 0.0, 0.0, 0.0])
+        return {
+            "puck": (self.puck_pos().copy(), unit),
+            "goal": (self.goal_pos().copy(), unit.copy()),
+        }
+
     def goal_distance_m(self) -> float:
         """Puck-to-goal distance in the table plane (m)."""
         return float(np.linalg.norm((self.puck_pos() - self.goal_pos())[:2]))

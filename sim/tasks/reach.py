@@ -66,6 +66,10 @@ class ReachEnv(ArmEnv):
         goal = self.data.mocap_pos[0].copy()
         return {"goal": goal, "goal_from_tcp_dm": offset_dm(goal, self._site_pos)}
 
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The goal point (identity orientation)."""
+        return {"goal": (self.data.mocap_pos[0].copy(), np.array([1.0, 0.0, 0.0, 0.0]))}
+
     def distance_m(self) -> float:
         """Distance from the tool centre point to the goal (m)."""
         return float(np.linalg.norm(self.ee_pos - self.data.mocap_pos[0]))
