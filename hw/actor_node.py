@@ -1,0 +1,194 @@
+"""``actor_node``: runs episodes on the arm over ROS 2, with a human who may take over, and
+records every step.
+
+The loop is handrail's :class:`~handrail.learners.actor.Actor` (the one the sim trainer uses)
+over :class:`~handrail.control.takeover.InterventionEnv` around :class:`RosArmEnv`; the human is
+:class:`RosHuman`, which reads ``human/*`` from ``intervention_node``. Every executed step goes to
+its transition sinks: the Zarr store (``store``; committed per episode, so killing the node
+loses at most the episode in progress) and, later, a learner. ``actor/status`` gets one JSON
+line per episode.
+
+The policy is ``expert`` (the task's scripted expert, for rehearsing the stack) or a checkpoint
+folder of ``handrail train``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from std_msgs.msg import Bool, Float32MultiArray, String
+
+from handrail.control.intervention import Decision
+from handrail.control.step import ActedBy
+from handrail.control.takeover import InterventionEnv
+from handrail.control.teleop import TeleopEvent
+from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, declare_parameters
+from handrail.hw.ros_env import RosArmEnv, RosEnvConfig
+
+__all__ = ["PARAMETERS", "RosHuman", "main"]
+
+PARAMETERS: dict[str, Any] = {
+    "task": "pick_cube",
+    "policy": "expert",
+    "store": "",
+    "episodes": 0,
+    "control_rate_hz": 10.0,
+    "max_obs_age_s": 0.2,
+    "seed": 0,
+    "reset_service": "reset_node/reset",
+    "human_timeout_s": 0.5,
+}
+"""Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped."""
+
+
+class RosHuman:
+    """The person at ``intervention_node``: the :class:`~handrail.control.takeover.Human` protocol
+    over ``human/engaged``, ``human/action`` and ``human/events``.
+
+    The human acts while engaged and their newest action is younger than ``timeout_s``; a
+    stale action (the device or node stopped) hands control back to the policy.
+    """
+
+    name = "ros"
+
+    def __init__(self, node: Node, action_dim: int, timeout_s: float = 0.5) -> None:
+        self.action_dim, self.timeout_s = action_dim, timeout_s
+        self._lock = threading.Lock()
+        self._engaged = False
+        self._action: tuple[np.ndarray, float] | None = None
+        self._events: deque[TeleopEvent] = deque()
+        node.create_subscription(Bool, "human/engaged", self._on_engaged, LATCHED_QOS)
+        node.create_subscription(Float32MultiArray, "human/action", self._on_action, COMMAND_QOS)
+        node.create_subscription(String, "human/events", self._on_event, COMMAND_QOS)
+
+    def _on_engaged(self, msg: Bool) -> None:
+        with self._lock:
+            self._engaged = bool(msg.data)
+
+    def _on_action(self, msg: Float32MultiArray) -> None:
+        action = np.asarray(msg.data, np.float32)
+        if action.shape == (self.action_dim,):
+            with self._lock:
+                self._action = (action, time.monotonic())
+
+    def _on_event(self, msg: String) -> None:
+        try:
+            event = TeleopEvent(msg.data)
+        except ValueError:
+            return
+        with self._lock:
+            self._events.append(event)
+
+    def reset(self, seed: int | None) -> None:
+        """A new episode: forget events from the last one."""
+        with self._lock:
+            self._events.clear()
+
+    def decide(self, obs: Any, policy_action: np.ndarray) -> Decision:
+        """The human's action while they are engaged (and it is fresh), else the policy's."""
+        with self._lock:
+            events = tuple(self._events)
+            self._events.clear()
+            fresh = (
+                self._action is not None and time.monotonic() - self._action[1] <= self.timeout_s
+            )
+            if self._engaged and fresh:
+                assert self._action is not None
+                return Decision(self._action[0].copy(), ActedBy.HUMAN, events)
+        return Decision(np.asarray(policy_action, np.float32), ActedBy.POLICY, events)
+
+    def wait_ready(self) -> None:
+        """The reset node waits for the operator; nothing to do here."""
+
+    def close(self) -> None:
+        """Nothing to release (the node owns the subscriptions)."""
+
+
+def _policy(spec: str, task: str, seed: int) -> tuple[Any, ActedBy]:
+    if spec == "expert":
+        from handrail.sim import make_expert  # the scripted expert only, no physics
+
+        return make_expert(task), ActedBy.SCRIPTED
+    from handrail.learners.checkpoint import load_policy
+
+    return load_policy(spec, deterministic=True, seed=seed), ActedBy.POLICY
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the actor until ``episodes`` ended or it is interrupted; return the exit code."""
+    from handrail.demos.format import fields_from_space
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.learners.actor import Actor
+
+    rclpy.init(args=args)
+    node = Node("actor_node")
+    p = declare_parameters(node, PARAMETERS)
+    status = node.create_publisher(String, "actor/status", LATCHED_QOS)
+    config = RosEnvConfig(
+        control_rate_hz=float(p["control_rate_hz"]),
+        max_obs_age_s=float(p["max_obs_age_s"]),
+        reset_service=str(p["reset_service"]),
+    )
+    env = RosArmEnv(str(p["task"]), config, node_name="actor_env")
+    human = RosHuman(env.node, env.action_space.shape[0], float(p["human_timeout_s"]))
+    policy, acted_by = _policy(str(p["policy"]), str(p["task"]), int(p["seed"]))
+    sinks: list[Any] = []
+    if p["store"]:
+        fields = fields_from_space(env.observation_space)
+        path, kind = str(p["store"]), "intervention"
+        if Path(path).exists():
+            sinks.append(
+                EpisodeRecorder.append(
+                    path, obs_fields=fields, action_dim=env.action_space.shape[0]
+                )
+            )
+        else:
+            sinks.append(EpisodeRecorder.create(path, obs_fields=fields, action_dim=env.action_space.shape[0],
+                                                control_dt_s=env.period_s, task=str(p["task"]), kind=kind,
+                                                robot="ros_cartesian_pose"))  # fmt: skip
+    actor = Actor(
+        InterventionEnv(env, human), policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by
+    )
+    episodes, done = int(p["episodes"]), 0
+    code = 0
+    try:
+        while rclpy.ok() and (episodes == 0 or done < episodes):
+            stats = actor.step()
+            if stats is None:
+                continue
+            done += 1
+            line = {"episode": done - 1, "return": stats.return_, "length": stats.length,
+                    "success": bool(stats.success), "human_steps": stats.human_steps}  # fmt: skip
+            status.publish(String(data=json.dumps(line)))
+            node.get_logger().info(f"episode {done - 1}: {line}")
+    except KeyboardInterrupt:
+        pass
+    except Exception as err:
+        node.get_logger().error(f"actor stopped: {err}")
+        env.hold()
+        code = 1
+    finally:
+        for sink in sinks:
+            sink.close()
+        env.close()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run ``actor_node``."""
+    raise SystemExit(run(args))
+
+
+if __name__ == "__main__":
+    main()
