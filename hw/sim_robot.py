@@ -137,6 +137,13 @@ class SimRobot(Node):
 
     # ----- physics ----------------------------------------------------------------------------
     def _physics_loop(self) -> None:
+        try:
+            self._run_physics()
+        finally:
+            if self.renderer is not None:
+                self.renderer.close()
+
+    def _run_physics(self) -> None:
         start_wall, tick = time.monotonic(), 0
         last_success_pub = -math.inf
         while self.running:
@@ -240,11 +247,9 @@ class SimRobot(Node):
             pub.publish(img)
 
     def close(self) -> None:
-        """Stop the physics thread and free the renderer."""
+        """Stop the physics thread (which frees its renderer: GL contexts are per thread)."""
         self.running = False
         self.thread.join(timeout=2.0)
-        if self.renderer is not None:
-            self.renderer.close()
 
 
 def main(args: list[str] | None = None) -> None:
