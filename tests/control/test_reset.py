@@ -42,7 +42,7 @@ def test_each_phase_fails_at_its_deadline_with_a_message(phase_setup, message):
     seq = ResetSequence(ResetConfig(world=True, wait_for_operator=True))
     goal = seq.start(0.0, np.random.default_rng(0)).target_pos_m
     if phase_setup == "home":
-        status = seq.update(21.0, goal + [0.1, 0, 0])
+        status = seq.update(21.0, goal + np.array([0.1, 0, 0]))
     elif phase_setup == "home-none":
         status = seq.update(21.0, None)
     elif phase_setup == "world":

@@ -27,13 +27,13 @@ def gate(**kw) -> SafetyGate:
 
 
 def test_forwards_a_small_step_unchanged():
-    d = gate().command(HOME + [0.01, 0, 0], DOWN, 0.01)
+    d = gate().command(HOME + np.array([0.01, 0, 0]), DOWN, 0.01)
     assert d.send and d.reason == ""
-    np.testing.assert_allclose(d.pos_m, HOME + [0.01, 0, 0])
+    np.testing.assert_allclose(d.pos_m, HOME + np.array([0.01, 0, 0]))
 
 
 def test_clips_a_far_target_to_the_step_limit_and_says_so():
-    d = gate().command(HOME + [0.3, 0, 0], DOWN, 0.01)
+    d = gate().command(HOME + np.array([0.3, 0, 0]), DOWN, 0.01)
     assert d.send and d.reason.startswith("clipped")
     assert np.linalg.norm(d.pos_m - HOME) == pytest.approx(0.05)
 
@@ -55,10 +55,10 @@ def test_estop_holds_once_drops_commands_and_latches_until_cleared():
     assert not g.estop(True).send  # latched already: no second hold
     for t in (0.1, 0.2, 5.0):
         g.on_state(HOME, DOWN, t)
-        assert not g.command(HOME + [0.01, 0, 0], DOWN, t).send
+        assert not g.command(HOME + np.array([0.01, 0, 0]), DOWN, t).send
     assert not g.gripper_allowed()
     g.estop(False)
-    assert g.command(HOME + [0.01, 0, 0], DOWN, 5.0).send and g.gripper_allowed()
+    assert g.command(HOME + np.array([0.01, 0, 0]), DOWN, 5.0).send and g.gripper_allowed()
 
 
 def test_refuses_without_a_pose_with_a_stale_pose_and_outside_the_box():
@@ -77,12 +77,14 @@ def test_watchdog_holds_once_after_commands_stop():
     g = gate(watchdog_s=0.5)
     assert not g.tick(0.3).send  # never commanded: nothing to hold
     g.on_state(HOME, DOWN, 1.0)
-    assert g.command(HOME + [0.02, 0, 0], DOWN, 1.0).send
-    g.on_state(HOME + [0.01, 0, 0], DOWN, 1.4)
+    assert g.command(HOME + np.array([0.02, 0, 0]), DOWN, 1.0).send
+    g.on_state(HOME + np.array([0.01, 0, 0]), DOWN, 1.4)
     assert not g.tick(1.4).send
     hold = g.tick(1.6)
     assert hold.send and hold.reason.startswith("hold: watchdog")
-    np.testing.assert_allclose(hold.pos_m, HOME + [0.01, 0, 0])  # where the arm is, not the target
+    np.testing.assert_allclose(
+        hold.pos_m, HOME + np.array([0.01, 0, 0])
+    )  # where the arm is, not the target
     assert not g.tick(2.5).send  # once
 
 
