@@ -15,6 +15,8 @@ folder of ``handrail train``.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -45,8 +47,15 @@ PARAMETERS: dict[str, Any] = {
     "seed": 0,
     "reset_service": "reset_node/reset",
     "human_timeout_s": 0.5,
+    "learner": "none",
+    "learner_config": "",
+    "demos": "",
+    "run_dir": "",
+    "save_every": 10,
 }
-"""Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped."""
+"""Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped;
+``learner`` "local" trains asynchronously beside the actor (``hw.robot_learner``; then
+``learner_config``, ``run_dir`` and optionally ``demos`` are used and ``policy`` is not)."""
 
 
 class RosHuman:
@@ -117,17 +126,47 @@ def _policy(spec: str, task: str, seed: int) -> tuple[Any, ActedBy]:
         from handrail.sim import make_expert  # the scripted expert only, no physics
 
         return make_expert(task), ActedBy.SCRIPTED
-    from handrail.learners.checkpoint import load_policy
+    from handrail.learners.checkpoint import checkpoint_folder, load_policy
 
-    return load_policy(spec, deterministic=True, seed=seed), ActedBy.POLICY
+    return load_policy(
+        checkpoint_folder(spec, "latest"), deterministic=True, seed=seed
+    ), ActedBy.POLICY
+
+
+def _recorder(store: str, env: RosArmEnv, task: str) -> Any:
+    """The Zarr recorder of ``store`` (created if new, else appended to after a field check)."""
+    from handrail.demos.format import fields_from_space
+    from handrail.demos.recorder import EpisodeRecorder
+
+    fields, width = fields_from_space(env.observation_space), env.action_space.shape[0]
+    if Path(store).exists():
+        return EpisodeRecorder.append(store, obs_fields=fields, action_dim=width)
+    return EpisodeRecorder.create(store, obs_fields=fields, action_dim=width, control_dt_s=env.period_s,
+                                  task=task, kind="intervention", robot="ros_cartesian_pose")  # fmt: skip
+
+
+def _actor(p: dict[str, Any], env: Any, sinks: list[Any]) -> tuple[Any, Any]:
+    """(actor, learner or None) for the ``learner`` and ``policy`` parameters."""
+    from handrail.learners.actor import Actor
+
+    if p["learner"] == "local":
+        from handrail.hw.robot_learner import RobotLearner
+
+        if not (p["learner_config"] and p["run_dir"]):
+            raise ValueError(
+                "learner:=local needs learner_config (a handrail train run's config.json) and run_dir"
+            )
+        learner = RobotLearner(env, str(p["learner_config"]), str(p["run_dir"]), seed=int(p["seed"]),
+                               demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]))  # fmt: skip
+        return learner.actor, learner
+    if p["learner"] != "none":
+        raise ValueError(f"learner must be none or local; got {p['learner']!r}")
+    policy, acted_by = _policy(str(p["policy"]), str(p["task"]), int(p["seed"]))
+    return Actor(env, policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by), None
 
 
 def run(args: list[str] | None = None) -> int:
     """Run the actor until ``episodes`` ended or it is interrupted; return the exit code."""
-    from handrail.demos.format import fields_from_space
-    from handrail.demos.recorder import EpisodeRecorder
-    from handrail.learners.actor import Actor
-
     rclpy.init(args=args)
     node = Node("actor_node")
     p = declare_parameters(node, PARAMETERS)
@@ -139,43 +178,33 @@ def run(args: list[str] | None = None) -> int:
     )
     env = RosArmEnv(str(p["task"]), config, node_name="actor_env")
     human = RosHuman(env.node, env.action_space.shape[0], float(p["human_timeout_s"]))
-    policy, acted_by = _policy(str(p["policy"]), str(p["task"]), int(p["seed"]))
-    sinks: list[Any] = []
-    if p["store"]:
-        fields = fields_from_space(env.observation_space)
-        path, kind = str(p["store"]), "intervention"
-        if Path(path).exists():
-            sinks.append(
-                EpisodeRecorder.append(
-                    path, obs_fields=fields, action_dim=env.action_space.shape[0]
-                )
-            )
-        else:
-            sinks.append(EpisodeRecorder.create(path, obs_fields=fields, action_dim=env.action_space.shape[0],
-                                                control_dt_s=env.period_s, task=str(p["task"]), kind=kind,
-                                                robot="ros_cartesian_pose"))  # fmt: skip
-    actor = Actor(
-        InterventionEnv(env, human), policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by
-    )
-    episodes, done = int(p["episodes"]), 0
+    sinks: list[Any] = [_recorder(str(p["store"]), env, str(p["task"]))] if p["store"] else []
+    learner = None
     code = 0
     try:
+        actor, learner = _actor(p, InterventionEnv(env, human), sinks)
+        episodes, done = int(p["episodes"]), 0
         while rclpy.ok() and (episodes == 0 or done < episodes):
-            stats = actor.step()
+            stats = actor.step() if learner is None else _learner_step(learner)
             if stats is None:
                 continue
-            done += 1
-            line = {"episode": done - 1, "return": stats.return_, "length": stats.length,
+            line = {"episode": done, "return": stats.return_, "length": stats.length,
                     "success": bool(stats.success), "human_steps": stats.human_steps}  # fmt: skip
+            done += 1
+            if learner is not None:
+                learner.episode_ended()
+                line["updates"] = int(learner.trainer.learner.updates)
             status.publish(String(data=json.dumps(line)))
-            node.get_logger().info(f"episode {done - 1}: {line}")
+            node.get_logger().info(f"episode {line['episode']}: {line}")
     except KeyboardInterrupt:
         pass
-    except Exception as err:
+    except Exception as err:  # the node's last word names the cause; the arm is held
         node.get_logger().error(f"actor stopped: {err}")
         env.hold()
         code = 1
     finally:
+        if learner is not None:
+            learner.close()
         for sink in sinks:
             sink.close()
         env.close()
@@ -185,9 +214,21 @@ def run(args: list[str] | None = None) -> int:
     return code
 
 
+def _learner_step(learner: Any) -> Any:
+    stats = learner.trainer.step()  # raises if the learner thread failed
+    return stats[0] if stats else None
+
+
 def main(args: list[str] | None = None) -> None:
-    """Run ``actor_node``."""
-    raise SystemExit(run(args))
+    """Run ``actor_node``; exit without tearing down the learner's native threads.
+
+    Everything is saved and closed when :func:`run` returns; a normal interpreter exit would
+    then stop JAX's threads mid-call and abort the process.
+    """
+    code = run(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+import rclpy
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
@@ -139,6 +140,10 @@ class SimRobot(Node):
     def _physics_loop(self) -> None:
         try:
             self._run_physics()
+        except Exception:
+            if self.running and rclpy.ok():
+                raise
+            # shutting down: rclpy's SIGINT handler invalidated the context mid-publish
         finally:
             if self.renderer is not None:
                 self.renderer.close()

@@ -37,14 +37,11 @@ class EvalConfig:
 
 def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, Any] | None]:
     """Finds the checkpoint folder and the run config (if any) for a run or checkpoint path."""
+    from handrail.learners.checkpoint import checkpoint_folder
+
     path = Path(path)
-    if (path / "checkpoints").is_dir():
-        run_root: Path | None = path
-        ckpt = path / "checkpoints" / which
-    else:
-        run_root, ckpt = _run_root(path), path
-    if (ckpt / "learner" / "state.msgpack").is_file():  # a Trainer.save folder
-        ckpt = ckpt / "learner"
+    run_root = path if (path / "checkpoints").is_dir() else _run_root(path)
+    ckpt = checkpoint_folder(path, which)
     if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
         raise ValueError(
             f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "

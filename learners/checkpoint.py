@@ -159,6 +159,17 @@ def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACSta
     return jax.tree_util.tree_map(jax.numpy.asarray, state), meta["extra"]
 
 
+def checkpoint_folder(path: str | os.PathLike[str], which: str = "best") -> Path:
+    """The SAC checkpoint folder of a run folder (``checkpoints/<which>``), of a trainer save
+    (its ``learner`` folder), or ``path`` itself; the file check is the caller's."""
+    ckpt = Path(path)
+    if (ckpt / "checkpoints").is_dir():
+        ckpt = ckpt / "checkpoints" / which
+    if (ckpt / "learner" / STATE_FILE).is_file():  # a Trainer.save_into folder
+        ckpt = ckpt / "learner"
+    return ckpt
+
+
 def sac_from_checkpoint(directory: str | os.PathLike[str]) -> SAC:
     """A SAC built from a checkpoint's own config and specs."""
     meta = read_meta(directory)

@@ -251,6 +251,18 @@ class Learner:
             )  # fmt: skip
             self.metrics = dict(metrics)
 
+    def compile(self) -> None:
+        """Compile the update block now (its result is thrown away; nothing changes).
+
+        The first update otherwise traces and compiles in the learner's thread, holding
+        Python's GIL for seconds: an actor in the same process (a robot's control loop) would
+        stall. Call this before the actor starts.
+        """
+        with self.lock:
+            jax.block_until_ready(
+                _update_jit(self.sac, self.layout, self.mixture, self.state, self.replay)
+            )
+
     def update(self) -> dict[str, Any]:
         """Insert staged steps, then (when :attr:`ready`) run one update block and publish."""
         with self.lock:

@@ -1,0 +1,139 @@
+"""The learner beside the robot: handrail's asynchronous trainer, fed by the actor node's steps.
+
+``actor_node`` with ``learner:=local`` runs :class:`~handrail.learners.loop.AsyncTrainer` over the
+ROS env: the actor acts with the newest published parameters at the control rate, and the
+learner thread updates in the background at the configured UTD without ever making the actor
+wait (the trainer's transition sink is a queue). The algorithm and loop settings come from a
+``handrail train`` run's ``config.json`` (its ``sac`` and ``loop`` sections), so a config tuned in
+sim is the one used on the arm; demonstrations (e.g. recorded through this same stack with
+``policy:=expert`` or by a person) come from a Zarr store and fill half of every batch.
+
+The learner's checkpoints go to ``<run_dir>/checkpoints/latest`` (the layout of ``handrail train``,
+so ``handrail eval`` and ``policy:=<run_dir>`` read them), after every ``save_every`` episodes and
+at shutdown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from handrail.learners.checkpoint import write_checkpoint_dir
+from handrail.learners.learner import LoopConfig
+from handrail.learners.loop import AsyncTrainer
+from handrail.learners.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+__all__ = ["RobotLearner", "load_train_config"]
+
+
+def load_train_config(path: str | Path) -> tuple[SACConfig, LoopConfig]:
+    """The ``sac`` and ``loop`` sections of a ``handrail train`` run's ``config.json``.
+
+    The loop always runs asynchronously here (the control loop must keep its rate).
+
+    Raises:
+        ValueError: the file is missing, not JSON, or has no ``sac``/``loop`` section.
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.json"
+    try:
+        data = json.loads(file.read_text())
+        sac = SACConfig.from_json(data["sac"])
+        fields = {f.name for f in dataclasses.fields(LoopConfig)}
+        loop = LoopConfig(**{k: v for k, v in data["loop"].items() if k in fields})
+    except FileNotFoundError:
+        raise ValueError(
+            f"learner_config {str(file)!r} does not exist: give the config.json of a "
+            "`handrail train` run (e.g. runs/<name>/config.json)"
+        ) from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"learner_config {str(file)!r} is not a `handrail train` config.json with sac and "
+            f"loop sections ({exc!r})"
+        ) from None
+    return sac, dataclasses.replace(loop, mode="async")
+
+
+class RobotLearner:
+    """An :class:`AsyncTrainer` over the ROS env, with checkpoints in ``run_dir``.
+
+    Args:
+        env: the actor's env (RosArmEnv inside InterventionEnv).
+        config_path: a ``handrail train`` run's config.json (or its run folder).
+        run_dir: where checkpoints go.
+        seed: seeds the learner and the policy noise.
+        demos: a Zarr store of demonstrations ("" for none).
+        sinks: more transition sinks (the Zarr recorder).
+        save_every: episodes between checkpoints.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        config_path: str,
+        run_dir: str,
+        *,
+        seed: int,
+        demos: str = "",
+        sinks: Sequence[Any] = (),
+        save_every: int = 10,
+    ) -> None:
+        sac_config, loop = load_train_config(config_path)
+        specs = ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
+        self.sac = SAC(*specs, sac_config)
+        rows = _demo_rows(demos, *specs) if demos else None
+        self.trainer = AsyncTrainer(env, self.sac, loop, seed=seed, demos=rows, sinks=sinks)
+        # Compile before the first episode: tracing holds the GIL for seconds, and the actor
+        # in this process must keep its control rate (its observations would go stale).
+        self.trainer.learner.compile()
+        self.trainer.policy(_example_obs(env.observation_space))
+        self.run_dir = Path(run_dir)
+        self.save_every = max(1, save_every)
+        self.episodes = 0
+
+    @property
+    def actor(self) -> Any:
+        """The trainer's actor (it acts with the newest params)."""
+        return self.trainer.actor
+
+    def episode_ended(self) -> None:
+        """Count an episode; save a checkpoint every ``save_every``."""
+        self.episodes += 1
+        if self.episodes % self.save_every == 0:
+            self.save()
+
+    def save(self) -> Path:
+        """Write ``run_dir/checkpoints/latest`` (between episodes only)."""
+        return write_checkpoint_dir(self.run_dir / "checkpoints" / "latest", self.trainer.save_into)
+
+    def close(self) -> None:
+        """Save and stop the learner thread."""
+        try:
+            if self.trainer.actor.at_episode_start:
+                self.save()
+        finally:
+            self.trainer.close()
+
+
+def _example_obs(space: Any) -> dict[str, np.ndarray]:
+    """A zero observation of a Dict space (compiles the policy)."""
+    return {key: np.zeros(box.shape, box.dtype) for key, box in space.spaces.items()}
+
+
+def _demo_rows(path: str, obs_spec: ObsSpec, action_spec: ActionSpec) -> Any:
+    """Successful episodes of a store as replay rows, checked against the learner's specs."""
+    import handrail.demos
+    from handrail.learners.demo_data import check_fields, to_rows
+
+    data = handrail.demos.open_store(path).load(successful_only=True)
+    if data.num_episodes == 0:
+        raise ValueError(f"demos {path!r}: the store holds no successful episode")
+    check_fields(data, obs_spec, action_spec)
+    return to_rows(data, obs_spec, action_spec)
