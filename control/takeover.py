@@ -127,6 +127,8 @@ class InterventionEnv:
         success_reward: the reward of a step the person marks a success.
         wait_at_reset: wait for the person at every reset (real robots: the scene is reset by
             hand).
+        policy_acted_by: who the steps the person leaves to the policy are credited to (a
+            scripted expert: SCRIPTED).
     """
 
     def __init__(
@@ -137,8 +139,10 @@ class InterventionEnv:
         success_key: str = "success",
         success_reward: float = 1.0,
         wait_at_reset: bool = False,
+        policy_acted_by: ActedBy = ActedBy.POLICY,
     ) -> None:
         self.env, self.human = env, human
+        self.policy_acted_by = policy_acted_by
         self.success_key, self.success_reward = success_key, success_reward
         self.wait_at_reset = wait_at_reset
         self.action_space, self.observation_space = env.action_space, env.observation_space
@@ -180,7 +184,8 @@ class InterventionEnv:
         obs, reward, terminated, truncated, info = self.env.step(decision.action)
         info = dict(info)
         info[EXECUTED_ACTION_KEY] = decision.action
-        info[ACTED_BY_KEY] = int(decision.acted_by)
+        human = decision.acted_by == ActedBy.HUMAN
+        info[ACTED_BY_KEY] = int(decision.acted_by if human else self.policy_acted_by)
         info[EVENTS_KEY] = [event.value for event in decision.events]
         for event in decision.events:
             if event is TeleopEvent.SUCCESS:
@@ -191,7 +196,6 @@ class InterventionEnv:
                 truncated = True
         self.episode_events += decision.events
         self.acted_by = decision.acted_by
-        human = decision.acted_by == ActedBy.HUMAN
         self.total_steps += 1
         self.total_human_steps += human
         self._obs = obs

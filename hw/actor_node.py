@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -145,7 +146,9 @@ def _recorder(store: str, env: RosArmEnv, task: str) -> Any:
                                   task=task, kind="intervention", robot="ros_cartesian_pose")  # fmt: skip
 
 
-def _actor(p: dict[str, Any], env: Any, sinks: list[Any]) -> tuple[Any, Any]:
+def _actor(
+    p: dict[str, Any], ros_env: RosArmEnv, human: RosHuman, sinks: list[Any]
+) -> tuple[Any, Any]:
     """(actor, learner or None) for the ``learner`` and ``policy`` parameters."""
     from handrail.learners.actor import Actor
 
@@ -156,12 +159,14 @@ def _actor(p: dict[str, Any], env: Any, sinks: list[Any]) -> tuple[Any, Any]:
             raise ValueError(
                 "learner:=local needs learner_config (a handrail train run's config.json) and run_dir"
             )
+        env = InterventionEnv(ros_env, human)
         learner = RobotLearner(env, str(p["learner_config"]), str(p["run_dir"]), seed=int(p["seed"]),
                                demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]))  # fmt: skip
         return learner.actor, learner
     if p["learner"] != "none":
         raise ValueError(f"learner must be none or local; got {p['learner']!r}")
     policy, acted_by = _policy(str(p["policy"]), str(p["task"]), int(p["seed"]))
+    env = InterventionEnv(ros_env, human, policy_acted_by=acted_by)
     return Actor(env, policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by), None
 
 
@@ -176,13 +181,13 @@ def run(args: list[str] | None = None) -> int:
         max_obs_age_s=float(p["max_obs_age_s"]),
         reset_service=str(p["reset_service"]),
     )
-    env = RosArmEnv(str(p["task"]), config, node_name="actor_env")
+    env = RosArmEnv(str(p["task"]), config, node=node)
     human = RosHuman(env.node, env.action_space.shape[0], float(p["human_timeout_s"]))
     sinks: list[Any] = [_recorder(str(p["store"]), env, str(p["task"]))] if p["store"] else []
     learner = None
     code = 0
     try:
-        actor, learner = _actor(p, InterventionEnv(env, human), sinks)
+        actor, learner = _actor(p, env, human, sinks)
         episodes, done = int(p["episodes"]), 0
         while rclpy.ok() and (episodes == 0 or done < episodes):
             stats = actor.step() if learner is None else _learner_step(learner)
@@ -203,6 +208,8 @@ def run(args: list[str] | None = None) -> int:
         env.hold()
         code = 1
     finally:
+        # A second Ctrl-C (ros2 launch sends SIGINT, then more) must not cut the final commits.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         if learner is not None:
             learner.close()
         for sink in sinks:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -52,8 +53,9 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     wrong type fails here with the parameter's name (rclpy's own error).
     """
     values = {}
+    lenient = ParameterDescriptor(dynamic_typing=True)  # 2 for a float: the node converts it
     for name, default in parameters.items():
-        node.declare_parameter(name, default)
+        node.declare_parameter(name, default, lenient)
         values[name] = node.get_parameter(name).value
     return values
 

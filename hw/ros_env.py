@@ -89,7 +89,8 @@ class RosArmEnv(gymnasium.Env):
     Args:
         task: the sim task mirrored (a name of ``hw.mirrors.MIRRORS``) or a :class:`TaskMirror`.
         config: rates, age limits, services.
-        node_name: name of the env's rclpy node.
+        node_name: name of the env's rclpy node (when ``node`` is not given).
+        node: an existing node to use (the env spins it from a thread of its own).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's own type)
@@ -99,6 +100,7 @@ class RosArmEnv(gymnasium.Env):
         task: str | TaskMirror,
         config: RosEnvConfig | None = None,
         node_name: str = "ros_arm_env",
+        node: Node | None = None,
     ):
         self.mirror = mirror(task) if isinstance(task, str) else task
         self.config = config or RosEnvConfig()
@@ -112,7 +114,8 @@ class RosArmEnv(gymnasium.Env):
             obs_spaces[term.key] = spaces.Box(-np.inf, np.inf, (term.size,), np.float32)
         self.observation_space = spaces.Dict(obs_spaces)
         self.filter = SafetyFilter(self.config.safety)
-        self.node = Node(node_name)
+        self.node = node if node is not None else Node(node_name)
+        self._own_node = node is None
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[Any, float]] = {}  # topic -> (message, receipt time)
         self._subscribe(PoseStamped, "ee_pose")
@@ -318,4 +321,5 @@ class RosArmEnv(gymnasium.Env):
     def close(self) -> None:
         """Stop spinning and destroy the node."""
         self._executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
+        if self._own_node:
+            self.node.destroy_node()

@@ -25,8 +25,14 @@ _NETNS_SETUP = "ip link set lo up && ip link set lo multicast on && ip route add
 
 
 def netns_command(argv: list[str]) -> list[str]:
-    """``argv`` wrapped to run in a private network namespace with multicast on loopback."""
-    unshare = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
+    """``argv`` wrapped to run in a private network namespace with multicast on loopback.
+
+    It also gets a PID namespace of its own (``argv`` is its init): when it exits, or is
+    killed on a timeout, the kernel kills every process it started, so a failed test leaves
+    no nodes running.
+    """
+    isolate = ["-n", "-p", "--fork", "--kill-child", "--mount-proc"]
+    unshare = ["unshare", *isolate] if os.geteuid() == 0 else ["unshare", "-r", *isolate]
     inner = f"{_NETNS_SETUP} && exec {shlex.join(argv)}"
     return [*unshare, "bash", "-c", inner]
 

@@ -1,0 +1,211 @@
+"""The whole sim_robot.launch.xml stack, started with `handrail launch` over real ROS 2 in a
+private network namespace: episodes, interventions, the store, e-stop, watchdog, crashes."""
+
+import pytest
+
+# Shared by the scripts below: start the stack, a client node, helpers. Runs inside the netns.
+PRELUDE = r'''
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy, HistoryPolicy
+from geometry_msgs.msg import PoseStamped, Twist
+from sensor_msgs.msg import Joy
+from std_msgs.msg import String
+from std_srvs.srv import SetBool
+
+HANDRAIL = str(Path(sys.executable).with_name("handrail"))
+LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+COMMAND = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+STATE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+def launch(*args):
+    return subprocess.Popen([HANDRAIL, "launch", "sim_robot.launch.xml", *args], start_new_session=True)
+
+def stop(proc):
+    os.killpg(proc.pid, signal.SIGINT)
+    return proc.wait(30)
+
+rclpy.init()
+node = Node("test_client")
+status, events, poses = [], [], []
+node.create_subscription(String, "actor/status", lambda m: status.append(json.loads(m.data)), LATCHED)
+node.create_subscription(String, "safety_events", lambda m: events.append(m.data), LATCHED)
+node.create_subscription(PoseStamped, "ee_pose", lambda m: poses.append((time.monotonic(), m.pose.position)), STATE)
+
+def wait_actor_exit(timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if subprocess.run(["pgrep", "-f", "handrail.hw.actor_node"], capture_output=True).returncode:
+            return True
+        time.sleep(0.2)
+    return False
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.01)
+
+def spin_until(cond, timeout):
+    end = time.monotonic() + timeout
+    while not cond() and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    return cond()
+'''
+
+
+def test_actor_runs_the_expert_records_episodes_and_a_persons_intervention(ros, tmp_path):
+    store = tmp_path / "store"
+    out = ros(
+        PRELUDE
+        + rf'''
+stack = launch("store:={store}", "episodes:=3")
+twist = node.create_publisher(Twist, "spacenav/twist", COMMAND)
+buttons = node.create_publisher(Joy, "spacenav/joy", COMMAND)
+assert spin_until(lambda: len(status) >= 1, 90), "no episode finished"
+spin(1.0)  # into the second episode
+for _ in range(12):  # hold the SpaceMouse button and push the cap up for 1.2 s
+    msg = Twist()
+    msg.linear.z = 1.0
+    twist.publish(msg)
+    buttons.publish(Joy(buttons=[1, 0]))
+    spin(0.1)
+buttons.publish(Joy(buttons=[0, 0]))
+twist.publish(Twist())
+assert spin_until(lambda: len(status) >= 3, 90), status
+assert wait_actor_exit(30)  # episodes:=3 reached: the actor commits and exits by itself
+code = stop(stack)
+import handrail.demos
+data = handrail.demos.open_store("{store}").load()
+ep = data.episode_starts[1], data.episode_starts[1] + data.episode_lengths[1]
+human = data.intervention[ep[0]:ep[1]] == 1
+print(json.dumps({{
+    "status": status, "episodes": data.num_episodes, "success": [r.success for r in data.records],
+    "human_steps": int(human.sum()), "other_human": int((data.intervention == 1).sum() - human.sum()),
+    "human_z": data.action[ep[0]:ep[1]][human, 2].tolist(), "code": code,
+    "scripted": int((data.intervention == 2).sum()), "steps": int(data.num_steps),
+}}))
+'''
+    )
+    assert [s["success"] for s in out["status"]] == [True, True, True]
+    assert out["episodes"] == 3 and out["success"] == [True, True, True]
+    assert out["status"][1]["human_steps"] == out["human_steps"] >= 5
+    assert out["other_human"] == 0
+    # The person's upward push was executed and stored; after the button is released the person
+    # keeps control, still, for the arbiter's release time (0.5 s).
+    assert sum(z > 0.5 for z in out["human_z"]) >= 8 and min(out["human_z"]) >= 0.0
+    assert out["scripted"] == out["steps"] - out["human_steps"]  # the expert acted otherwise
+    assert out["code"] == 0
+
+
+def test_estop_stops_motion_within_a_control_period_and_the_watchdog_holds_a_stalled_actor(ros):
+    out = ros(
+        PRELUDE
+        + r'''
+stack = launch("actor:=false")
+target = node.create_publisher(PoseStamped, "cmd/target_pose", COMMAND)
+estop = node.create_client(SetBool, "safety_node/estop")
+assert spin_until(lambda: len(poses) > 10, 60)
+
+def command(x, seconds):
+    for _ in range(int(seconds * 10)):
+        msg = PoseStamped()
+        msg.header.frame_id = "base"
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, 0.0, 0.3
+        msg.pose.orientation.x = 1.0
+        target.publish(msg)
+        spin(0.1)
+
+def moved_after(t0, skip):
+    after = [p for t, p in poses if t > t0 + skip]
+    return float(np.hypot(after[-1].x - after[0].x, after[-1].z - after[0].z))
+
+command(0.65, 1.0)  # moving towards x = 0.65 at the step limit
+assert estop.wait_for_service(timeout_sec=10)
+t_stop = time.monotonic()
+future = estop.call_async(SetBool.Request(data=True))
+rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+command(0.3, 1.0)  # commands during the e-stop are dropped
+estop_moved = moved_after(t_stop, 0.1)
+future = estop.call_async(SetBool.Request(data=False))
+rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+command(0.4, 0.5)  # moving again, then the "actor" stalls
+t_stall = time.monotonic()
+spin(1.5)
+stall_moved = moved_after(t_stall, 0.6)  # the watchdog (0.5 s) held the arm where it was
+code = stop(stack)
+print(json.dumps({"estop_moved": estop_moved, "stall_moved": stall_moved, "events": events,
+                  "estop_reply": future.result().message, "code": code}))
+'''
+    )
+    assert out["estop_moved"] < 0.003  # metres, from one control period after the stop
+    assert out["stall_moved"] < 0.003
+    assert "estop latched" in out["events"]
+    assert "estop cleared" in out["events"]
+    assert any(e.startswith("hold: watchdog") for e in out["events"])
+    assert out["code"] == 0
+
+
+def test_killing_the_actor_mid_episode_loses_no_committed_episode(ros, tmp_path):
+    store = tmp_path / "store"
+    out = ros(
+        PRELUDE
+        + rf'''
+stack = launch("store:={store}", "episodes:=0")
+assert spin_until(lambda: len(status) >= 2, 120), status
+spin(1.0)  # mid-way through the third episode
+actor = subprocess.run(["pgrep", "-f", "handrail.hw.actor_node"], capture_output=True, text=True)
+os.kill(int(actor.stdout.split()[0]), signal.SIGKILL)
+time.sleep(1.0)
+stop(stack)
+import handrail.demos
+from handrail.demos.store import open_writer
+open_writer("{store}").close()  # what the next writer does: recover after the crash
+data = handrail.demos.open_store("{store}").load()
+print(json.dumps({{"episodes": data.num_episodes, "lengths": data.episode_lengths.tolist(),
+                   "status": status}}))
+'''
+    )
+    assert out["episodes"] >= 2
+    assert out["lengths"][:2] == [s["length"] for s in out["status"][:2]]
+
+
+@pytest.mark.slow
+def test_the_actor_trains_a_learner_through_the_stack_and_its_checkpoint_drives_the_arm(ros, tmp_path):
+    import dataclasses
+    import json
+
+    from handrail.learners.learner import LoopConfig
+    from handrail.learners.sac import SACConfig
+
+    config = tmp_path / "config.json"
+    sac = SACConfig(hidden_dims=(32, 32), batch_size=32, utd=2)
+    loop = LoopConfig(warmup_steps=60, buffer_capacity=5000, intervention_capacity=100)
+    config.write_text(json.dumps({"sac": sac.to_json(), "loop": dataclasses.asdict(loop)}))
+    run = tmp_path / "run"
+    out = ros(
+        PRELUDE
+        + rf'''
+from handrail.learners.checkpoint import read_meta
+stack = subprocess.Popen([HANDRAIL, "launch", "sim_robot.launch.xml", "task:=reach", "actor:=false"],
+                         start_new_session=True)
+def actor(*params):
+    args = [p for kv in params for p in ("-p", kv)]
+    # Everything shares two CPUs here, the learner's updates included: a looser age limit.
+    return subprocess.run([sys.executable, "-m", "handrail.hw.actor_node", "--ros-args", "-p", "task:=reach",
+                           "-p", "max_obs_age_s:=1.0", *args], timeout=240).returncode
+trained = actor("learner:=local", "learner_config:={config}", "run_dir:={run}", "episodes:=3")
+counters = json.loads(Path("{run}/checkpoints/latest/trainer.json").read_text())
+replayed = actor("policy:={run}", "episodes:=1")
+code = stop(stack)
+print(json.dumps({{"trained": trained, "counters": counters, "replayed": replayed, "code": code}}))
+''',
+        timeout_s=400,
+    )
+    assert out["trained"] == 0 and out["replayed"] == 0
+    learner = out["counters"]["learner"]
+    assert learner["steps"] >= 100  # every env step reached the learner
+    assert learner["updates"] > 0  # and it trained while the actor ran
