@@ -90,6 +90,11 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "bench_residual_cmd:bench_residual",
         "Residual RL on an imperfect BC base against SAC from scratch, same demonstrations.",
     ),
+    ("launch",): Command(
+        "ros_launch:launch",
+        "Start a ROS 2 XML launch file's nodes (where `ros2 launch` is not installed).",
+        parse="ros_launch:parse_argv",
+    ),
 }
 
 

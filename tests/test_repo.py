@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
+
+from handrail.hw.nodes import NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -77,7 +80,9 @@ def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
 
 
 def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
-    """A regular (non-editable) install carries every subpackage and FORMAT.md."""
+    """A regular (non-editable) install carries every subpackage, FORMAT.md, the launch files,
+    and the ROS 2 package `handrail` (ament index entry, package.xml, launch files, node scripts)
+    that `ros2 launch handrail sim_robot.launch.xml` needs."""
     wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
@@ -86,6 +91,15 @@ def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
     wheel = next(wheel_dir.glob("handrail-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+    data = "-".join(wheel.name.split("-")[:2]) + ".data/data/"  # installed under sys.prefix
+    for path in ("share/ament_index/resource_index/packages/handrail", "share/handrail/package.xml",
+                 "share/handrail/launch/sim_robot.launch.xml", "share/handrail/launch/sim_robot.yaml",
+                 "share/handrail/launch/robot.launch.xml", "share/handrail/launch/robot.yaml"):  # fmt: skip
+        assert data + path in modes, f"{path} is not in the wheel"
+    for exec_name in NODES:
+        assert modes.get(data + f"lib/handrail/{exec_name}", 0) & 0o111, f"lib/handrail/{exec_name}"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
          str(wheel)],
@@ -98,6 +112,9 @@ def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
         "import handrail.sim, handrail.demos, handrail.learners.sac, handrail.launch.cli; "
         "import importlib.resources as r; "
         "assert r.files('handrail.demos').joinpath('FORMAT.md').is_file(); "
+        "from handrail.launch import ros_launch; "
+        "assert ros_launch.parse(ros_launch.resolve('sim_robot.launch.xml')); "
+        "assert str(ros_launch.LAUNCH_DIR).startswith(sys.argv[1]); "
         "print(handrail.sim.__file__)"
     )
     result = subprocess.run(
