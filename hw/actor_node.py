@@ -174,7 +174,12 @@ def run(args: list[str] | None = None) -> int:
     """Run the actor until ``episodes`` ended or it is interrupted; return the exit code."""
     rclpy.init(args=args)
     node = Node("actor_node")
-    p = declare_parameters(node, PARAMETERS)
+    try:
+        p = declare_parameters(node, PARAMETERS)
+    except (ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        rclpy.shutdown()
+        return 2
     status = node.create_publisher(String, "actor/status", LATCHED_QOS)
     config = RosEnvConfig(
         control_rate_hz=float(p["control_rate_hz"]),

@@ -72,6 +72,8 @@ class RobotLearner:
         demos: a Zarr store of demonstrations ("" for none).
         sinks: more transition sinks (the Zarr recorder).
         save_every: episodes between checkpoints.
+        ignore_obs_keys: observation keys the learner does not see (camera images: the
+            learner is state-based).
     """
 
     def __init__(
@@ -84,9 +86,11 @@ class RobotLearner:
         demos: str = "",
         sinks: Sequence[Any] = (),
         save_every: int = 10,
+        ignore_obs_keys: Sequence[str] = (),
     ) -> None:
         sac_config, loop = load_train_config(config_path)
-        specs = ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=tuple(ignore_obs_keys))
+        specs = obs_spec, ActionSpec.from_space(env.action_space)
         self.sac = SAC(*specs, sac_config)
         rows = _demo_rows(demos, *specs) if demos else None
         self.trainer = AsyncTrainer(env, self.sac, loop, seed=seed, demos=rows, sinks=sinks)

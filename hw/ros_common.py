@@ -9,7 +9,7 @@ lists them by executable name.
 
 from __future__ import annotations
 
-import signal
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,9 +49,19 @@ LATCHED_QOS = QoSProfile(
 def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """Declare every parameter of ``parameters`` (name -> default) and return their values.
 
-    Values set on the command line or in a parameter file override the defaults; a value of the
-    wrong type fails here with the parameter's name (rclpy's own error).
+    Values set on the command line or in a parameter file override the defaults. A parameter the
+    node does not declare is an error (rclpy would silently ignore it).
     """
+    overrides = set(getattr(node, "_parameter_overrides", {}))  # from --ros-args and files
+    unknown = sorted(
+        overrides - set(parameters) - {"use_sim_time", "start_type_description_service"}
+    )
+    if unknown:
+        # rclpy ignores overrides a node never declares: a typo in a parameter file (a workspace
+        # limit, say) would silently leave the default in force. Refuse instead.
+        raise ValueError(
+            f"{node.get_name()}: unknown parameter(s) {unknown}; it declares {sorted(parameters)}"
+        )
     values = {}
     lenient = ParameterDescriptor(dynamic_typing=True)  # 2 for a float: the node converts it
     for name, default in parameters.items():
@@ -69,14 +79,15 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         threads: executor threads (services that wait on topics need more than one).
     """
     rclpy.init(args=args)
-    node = factory()
+    try:
+        node = factory()
+    except (ValueError, TypeError) as err:  # bad parameters: one clear line, not a traceback
+        print(f"error: {err}", file=sys.stderr)
+        rclpy.shutdown()
+        raise SystemExit(2) from None
     executor = MultiThreadedExecutor(num_threads=threads)
     executor.add_node(node)
-
-    def _stop(signum: int, frame: object) -> None:
-        executor.shutdown(timeout_sec=0)
-
-    signal.signal(signal.SIGTERM, _stop)
+    # rclpy's own handlers turn SIGINT and SIGTERM into a shutdown: spin() returns.
     try:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -27,7 +27,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from gymnasium import spaces
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 
@@ -75,6 +75,10 @@ class RosEnvConfig:
     safety: SafetyLimits = field(default_factory=_sim_arm_limits)
     """Limits of the env-side filter (safety_node applies its own as well)."""
     frame_id: str = "base"
+    cameras: tuple[str, ...] = ()
+    """Camera observations (``camera/<name>/image_raw``, rgb8), e.g. ("front",)."""
+    image_size: int = 128
+    """Height and width (px) of the camera images the arm publishes."""
 
     def __post_init__(self) -> None:
         for name in ("control_rate_hz", "max_obs_age_s", "reset_timeout_s", "first_obs_timeout_s"):
@@ -112,6 +116,9 @@ class RosArmEnv(gymnasium.Env):
         }
         for term in self.mirror.terms:
             obs_spaces[term.key] = spaces.Box(-np.inf, np.inf, (term.size,), np.float32)
+        size = self.config.image_size
+        for cam in self.config.cameras:
+            obs_spaces[cam] = spaces.Box(0, 255, (size, size, 3), np.uint8)
         self.observation_space = spaces.Dict(obs_spaces)
         self.filter = SafetyFilter(self.config.safety)
         self.node = node if node is not None else Node(node_name)
@@ -123,6 +130,8 @@ class RosArmEnv(gymnasium.Env):
         self._subscribe(JointState, "gripper_state")
         for name in self.mirror.objects:
             self._subscribe(PoseStamped, f"objects/{name}/pose")
+        for cam in self.config.cameras:
+            self._subscribe(Image, f"camera/{cam}/image_raw")
         self.node.create_subscription(
             Bool, "success", lambda m: self._store("success", m), LATCHED_QOS
         )
@@ -159,6 +168,7 @@ class RosArmEnv(gymnasium.Env):
             "ee_twist",
             "gripper_state",
             *(f"objects/{n}/pose" for n in self.mirror.objects),
+            *(f"camera/{c}/image_raw" for c in self.config.cameras),
         ]
 
     def _snapshot(self, newer_than: float = -math.inf) -> tuple[dict[str, Any], float] | str:
@@ -193,7 +203,19 @@ class RosArmEnv(gymnasium.Env):
             np.float32,
         )  # fmt: skip
         poses = {n: pose_of(msgs[f"objects/{n}/pose"]) for n in self.mirror.objects}
-        return self.mirror.observe(proprio, poses)
+        obs = self.mirror.observe(proprio, poses)
+        for cam in self.config.cameras:
+            obs[cam] = self._image(cam, msgs[f"camera/{cam}/image_raw"])
+        return obs
+
+    def _image(self, cam: str, msg: Image) -> np.ndarray:
+        size = self.config.image_size
+        if msg.encoding != "rgb8" or (msg.height, msg.width) != (size, size):
+            raise ValueError(
+                f"camera/{cam}/image_raw is {msg.encoding} {msg.height}x{msg.width}; the env needs "
+                f"rgb8 {size}x{size} (set the arm's image size, or RosEnvConfig.image_size)"
+            )
+        return np.frombuffer(bytes(msg.data), np.uint8).reshape(size, size, 3).copy()
 
     def _flag(self, topic: str) -> bool:
         with self._lock:

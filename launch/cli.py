@@ -86,6 +86,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "bc_cmd:bc",
         "Behaviour cloning on a demo store (a base policy for train --residual-on bc:RUN).",
     ),
+    ("bench", "ros"): Command(
+        "bench_ros_cmd:bench_ros",
+        "Control-loop jitter, observation age and latency through ROS 2 against sim_robot.",
+    ),
     ("bench", "residual"): Command(
         "bench_residual_cmd:bench_residual",
         "Residual RL on an imperfect BC base against SAC from scratch, same demonstrations.",

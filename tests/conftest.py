@@ -1,7 +1,93 @@
-"""Test-wide settings: headless rendering and CPU JAX with no preallocation."""
+"""Test-wide settings: headless rendering and CPU JAX with no preallocation.
 
+ROS 2 tests keep every DDS packet inside a private network namespace: the ``ros`` fixture runs a
+Python script, and ``in_netns`` a command, in a fresh network namespace (``unshare -n``) whose
+only interface is a loopback with multicast routed to it, with ``ROS_AUTOMATIC_DISCOVERY_RANGE``
+set to LOCALHOST. Everything they start inherits the namespace (and a PID namespace, so nothing
+outlives the test).
+"""
+
+import json
 import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+_NETNS_SETUP = "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo"
+
+
+def netns_command(argv: list[str]) -> list[str]:
+    """``argv`` wrapped to run in a private network namespace with multicast on loopback.
+
+    It also gets a PID namespace of its own (``argv`` is its init): when it exits, or is
+    killed on a timeout, the kernel kills every process it started, so a failed test leaves
+    no nodes running.
+    """
+    isolate = ["-n", "-p", "--fork", "--kill-child", "--mount-proc"]
+    unshare = ["unshare", *isolate] if os.geteuid() == 0 else ["unshare", "-r", *isolate]
+    inner = f"{_NETNS_SETUP} && exec {shlex.join(argv)}"
+    return [*unshare, "bash", "-c", inner]
+
+
+def ros_env(domain_id: int = 0) -> dict[str, str]:
+    """The environment for ROS processes inside the namespace."""
+    env = dict(os.environ)
+    env.update(
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+        ROS_DOMAIN_ID=str(domain_id),
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+        PYTHONUNBUFFERED="1",
+        MUJOCO_GL=env.get("MUJOCO_GL", "egl"),
+    )
+    return env
+
+
+RosRunner = Callable[..., Any]
+
+
+@pytest.fixture
+def ros(tmp_path: Path) -> RosRunner:
+    """Run ``code`` (a Python script body) in a private network namespace; return its JSON."""
+
+    def run(code: str, timeout_s: float = 120.0) -> Any:
+        script = tmp_path / "ros_script.py"
+        script.write_text(textwrap.dedent(code))
+        proc = subprocess.run(
+            netns_command([sys.executable, str(script)]),
+            cwd=tmp_path,
+            env=ros_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"ROS script failed (exit {proc.returncode}):\n--- stdout\n{proc.stdout[-4000:]}"
+                f"\n--- stderr\n{proc.stderr[-6000:]}"
+            )
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        assert lines, f"ROS script printed nothing; stderr:\n{proc.stderr[-4000:]}"
+        return json.loads(lines[-1])
+
+    return run
+
+
+@pytest.fixture
+def in_netns() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run a command (argv) in a private network namespace; return the completed process."""
+
+    def run(argv: list[str], timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(netns_command(argv), env=ros_env(), capture_output=True, text=True,
+                              timeout=timeout_s)  # fmt: skip
+
+    return run
