@@ -33,7 +33,12 @@ from handrail.control.intervention import Decision
 from handrail.control.step import ActedBy
 from handrail.control.takeover import InterventionEnv
 from handrail.control.teleop import TeleopEvent
-from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, declare_parameters
+from handrail.hw.ros_common import (
+    COMMAND_QOS,
+    LATCHED_QOS,
+    control_loop_process,
+    declare_parameters,
+)
 from handrail.hw.ros_env import RosArmEnv, RosEnvConfig
 
 __all__ = ["PARAMETERS", "RosHuman", "main"]
@@ -172,6 +177,7 @@ def _actor(
 
 def run(args: list[str] | None = None) -> int:
     """Run the actor until ``episodes`` ended or it is interrupted; return the exit code."""
+    control_loop_process()
     rclpy.init(args=args)
     node = Node("actor_node")
     try:

@@ -19,7 +19,14 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-__all__ = ["COMMAND_QOS", "LATCHED_QOS", "STATE_QOS", "declare_parameters", "run_node"]
+__all__ = [
+    "COMMAND_QOS",
+    "LATCHED_QOS",
+    "STATE_QOS",
+    "control_loop_process",
+    "declare_parameters",
+    "run_node",
+]
 
 STATE_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
@@ -44,6 +51,20 @@ LATCHED_QOS = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 """State a late subscriber must still get: e-stop, success, events (QoS ``latched``)."""
+
+
+GIL_SWITCH_INTERVAL_S = 0.0005
+"""How long a thread may hold the GIL while another waits, in a control-loop process."""
+
+
+def control_loop_process() -> None:
+    """Tune this interpreter for a control loop that shares it with a learner thread.
+
+    Python hands the GIL to a waiting thread only every ``sys.getswitchinterval()`` (5 ms by
+    default), so a control loop that wakes for its deadline while the learner thread runs Python
+    waits up to that long: that was most of the loop's p99 jitter. 0.5 ms bounds it.
+    """
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, Any]:

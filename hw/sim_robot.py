@@ -69,7 +69,8 @@ class SimRobot(Node):
         self.sim_clock = rtf != 1.0
         self.dt = self.env.config.physics_dt_s
         self.steps_per_tick = max(1, round(1.0 / (float(self.p["state_rate_hz"]) * self.dt)))
-        self.camera_every = max(1, round(1.0 / (float(self.p["camera_rate_hz"]) * self.dt)))
+        tick_s = self.steps_per_tick * self.dt  # one state publication
+        self.camera_every = max(1, round(1.0 / (float(self.p["camera_rate_hz"]) * tick_s)))
         self.lock = threading.Lock()
         self.resets = 0
         self.sim_time = 0.0

@@ -29,10 +29,12 @@ import numpy as np
 _TASK = "pick_cube"
 
 
-def _start_arm(camera: bool, size: int, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+def _start_arm(
+    camera: bool, size: int, rate_hz: float, env: dict[str, str]
+) -> list[subprocess.Popen[bytes]]:
     cams = "['front']" if camera else "['']"
     robot = [sys.executable, "-m", "handrail.hw.sim_robot", "--ros-args", "-p", f"task:={_TASK}",
-             "-p", f"cameras:={cams}", "-p", f"image_size:={size}"]  # fmt: skip
+             "-p", f"cameras:={cams}", "-p", f"image_size:={size}", "-p", f"camera_rate_hz:={rate_hz}"]  # fmt: skip
     safety = [sys.executable, "-m", "handrail.hw.safety_node"]
     quiet = subprocess.DEVNULL
     return [subprocess.Popen(cmd, env=env, stdout=quiet, stderr=quiet) for cmd in (robot, safety)]
@@ -119,6 +121,9 @@ def bench_ros(steps: int = 300, rates: tuple[float, ...] = (10.0, 20.0), image_s
     """
     import rclpy
 
+    from handrail.hw.ros_common import control_loop_process
+
+    control_loop_process()  # as actor_node does
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env = dict(os.environ)
     rows = []
@@ -126,7 +131,7 @@ def bench_ros(steps: int = 300, rates: tuple[float, ...] = (10.0, 20.0), image_s
     try:
         for camera in (False, True):
             for rate in rates:
-                procs = _start_arm(camera, image_size, env)
+                procs = _start_arm(camera, image_size, rate, env)
                 try:
                     time.sleep(2.0)  # the arm's first messages
                     with tempfile.TemporaryDirectory() as tmp:

@@ -16,4 +16,6 @@ print(json.dumps({{"code": proc.returncode, "err": proc.stderr.strip().splitline
 """
     )
     assert out["code"] == 2
-    assert out["err"].startswith("error: ") and "unknown parameter(s) ['workspace_low']" in out["err"]
+    assert (
+        out["err"].startswith("error: ") and "unknown parameter(s) ['workspace_low']" in out["err"]
+    )

@@ -4,7 +4,7 @@ private network namespace: episodes, interventions, the store, e-stop, watchdog,
 import pytest
 
 # Shared by the scripts below: start the stack, a client node, helpers. Runs inside the netns.
-PRELUDE = r'''
+PRELUDE = r"""
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -54,7 +54,7 @@ def spin_until(cond, timeout):
     while not cond() and time.monotonic() < end:
         rclpy.spin_once(node, timeout_sec=0.05)
     return cond()
-'''
+"""
 
 
 def test_actor_runs_the_expert_records_episodes_and_a_persons_intervention(ros, tmp_path):
@@ -104,7 +104,7 @@ print(json.dumps({{
 def test_estop_stops_motion_within_a_control_period_and_the_watchdog_holds_a_stalled_actor(ros):
     out = ros(
         PRELUDE
-        + r'''
+        + r"""
 stack = launch("actor:=false")
 target = node.create_publisher(PoseStamped, "cmd/target_pose", COMMAND)
 estop = node.create_client(SetBool, "safety_node/estop")
@@ -139,7 +139,7 @@ stall_moved = moved_after(t_stall, 0.6)  # the watchdog (0.5 s) held the arm whe
 code = stop(stack)
 print(json.dumps({"estop_moved": estop_moved, "stall_moved": stall_moved, "events": events,
                   "estop_reply": future.result().message, "code": code}))
-'''
+"""
     )
     assert out["estop_moved"] < 0.003  # metres, from one control period after the stop
     assert out["stall_moved"] < 0.003
@@ -174,7 +174,9 @@ print(json.dumps({{"episodes": data.num_episodes, "lengths": data.episode_length
 
 
 @pytest.mark.slow
-def test_the_actor_trains_a_learner_through_the_stack_and_its_checkpoint_drives_the_arm(ros, tmp_path):
+def test_the_actor_trains_a_learner_through_the_stack_and_its_checkpoint_drives_the_arm(
+    ros, tmp_path
+):
     import dataclasses
     import json
 
