@@ -92,7 +92,7 @@ class ConversionReport:
         return "\n".join(lines)
 
 
-def require(module: str, purpose: str) -> Any:
+def require(module: str, purpose: str, extra: str = "io") -> Any:
     """Imports an optional dependency or raises an ImportError naming the extra to install."""
     import importlib
 
@@ -101,7 +101,7 @@ def require(module: str, purpose: str) -> Any:
     except ImportError as exc:
         raise ImportError(
             f"{purpose} needs the optional package '{module.split('.')[0]}': "
-            "install it with `pip install 'handrail[io]'`"
+            f"install it with `pip install 'handrail[{extra}]'`"
         ) from exc
 
 

@@ -161,22 +161,24 @@ def merge(
 
 def export(
     path: StorePath,
-    format: Literal["robomimic", "lerobot"],
+    format: Literal["robomimic", "lerobot", "mcap"],
     out: str,
     overwrite: bool = False,
 ) -> int:
-    """Export a store to robomimic HDF5 or a LeRobotDataset v3 folder.
+    """Export a store to robomimic HDF5, a LeRobotDataset v3 folder, or ROS 2 messages in MCAP.
 
     Args:
         path: Episode store to export.
-        format: Target format.
-        out: Output file (robomimic) or folder (lerobot).
+        format: Target format (mcap: opens in Foxglove and rosbag2 tools).
+        out: Output file (robomimic, mcap) or folder (lerobot).
         overwrite: Replace an existing output.
     """
 
     def body() -> int:
         if format == "robomimic":
             from handrail.demos.io_robomimic import export_robomimic as run
+        elif format == "mcap":
+            from handrail.demos.io_mcap import export_mcap as run
         else:
             from handrail.demos.io_lerobot import export_lerobot as run
         print(run(path, out, overwrite=overwrite).format())
@@ -187,14 +189,15 @@ def export(
 
 def import_(
     src: StorePath,
-    format: Literal["robomimic", "lerobot", "diffusion_policy"],
+    format: Literal["robomimic", "lerobot", "diffusion_policy", "mcap"],
     out: str,
     task: str | None = None,
     control_dt_s: float | None = None,
     mark_successful: bool = False,
     overwrite: bool = False,
 ) -> int:
-    """Import robomimic HDF5, LeRobotDataset v3 or a diffusion_policy zarr buffer into a store.
+    """Import robomimic HDF5, LeRobotDataset v3, a diffusion_policy zarr buffer, or an MCAP file
+    written by `demos export --format mcap`, into a store.
 
     Args:
         src: File or folder to import.
@@ -232,6 +235,10 @@ def _import_store(
         from handrail.demos.io_lerobot import import_lerobot
 
         return import_lerobot(src, out, task=task, overwrite=overwrite)
+    if format == "mcap":
+        from handrail.demos.io_mcap import import_mcap
+
+        return import_mcap(src, out, task=task, overwrite=overwrite)
     from handrail.demos.io_diffusion_policy import import_diffusion_policy
 
     return import_diffusion_policy(
