@@ -15,7 +15,11 @@ from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import (
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    SingleThreadedExecutor,
+)
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -91,13 +95,15 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     return values
 
 
-def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 2) -> None:
+def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 1) -> None:
     """Init rclpy, build the node, spin it until SIGINT/SIGTERM, then shut down cleanly.
 
     Args:
         factory: builds the node (called after ``rclpy.init``).
         args: command-line arguments (``--ros-args ...``); default ``sys.argv``.
-        threads: executor threads (services that wait on topics need more than one).
+        threads: executor threads: 1 (a single-threaded executor) unless a callback waits for
+            other callbacks (a service that waits on topics). rclpy's multi-threaded executor
+            cost a node about 30% of a CPU at 100 Hz of state messages.
     """
     rclpy.init(args=args)
     try:
@@ -106,7 +112,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         print(f"error: {err}", file=sys.stderr)
         rclpy.shutdown()
         raise SystemExit(2) from None
-    executor = MultiThreadedExecutor(num_threads=threads)
+    executor = (
+        SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
+    )
     executor.add_node(node)
     # rclpy's own handlers turn SIGINT and SIGTERM into a shutdown: spin() returns.
     try:

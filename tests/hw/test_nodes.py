@@ -19,3 +19,40 @@ print(json.dumps({{"code": proc.returncode, "err": proc.stderr.strip().splitline
     assert (
         out["err"].startswith("error: ") and "unknown parameter(s) ['workspace_low']" in out["err"]
     )
+
+
+def test_safety_node_refuses_to_move_an_arm_that_starts_outside_its_box(ros):
+    out = ros(
+        r"""
+import json, subprocess, sys, time
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy, HistoryPolicy
+from geometry_msgs.msg import PoseStamped
+from std_msgs.msg import String
+robot = subprocess.Popen([sys.executable, "-m", "handrail.hw.sim_robot"])
+# The arm's home (z = 0.48 m) is above this cell's box (z up to 0.4 m).
+safety = subprocess.Popen([sys.executable, "-m", "handrail.hw.safety_node", "--ros-args",
+                           "-p", "workspace_high_m:=[0.75, 0.35, 0.4]"])
+rclpy.init()
+node = Node("client")
+events, poses = [], []
+latched = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+node.create_subscription(String, "safety_events", lambda m: events.append(m.data), latched)
+node.create_subscription(PoseStamped, "target_pose", lambda m: poses.append(m), 10)
+cmd = node.create_publisher(PoseStamped, "cmd/target_pose", 10)
+end = time.monotonic() + 20
+while not any(e.startswith("refused: end effector is outside") for e in events) and time.monotonic() < end:
+    msg = PoseStamped()
+    msg.pose.position.x, msg.pose.position.z, msg.pose.orientation.x = 0.5, 0.3, 1.0
+    cmd.publish(msg)
+    rclpy.spin_once(node, timeout_sec=0.1)
+for proc in (robot, safety):
+    proc.send_signal(2)
+    proc.wait(10)
+print(json.dumps({"events": events, "forwarded": len(poses)}))
+"""
+    )
+    assert any("outside the workspace box (z=0.4" in e for e in out["events"]), out["events"]
+    assert out["forwarded"] == 0  # not one target reached the arm
