@@ -197,14 +197,16 @@ def import_(
     overwrite: bool = False,
 ) -> int:
     """Import robomimic HDF5, LeRobotDataset v3, a diffusion_policy zarr buffer, or an MCAP file
-    written by `demos export --format mcap`, into a store.
+    (written by `demos export --format mcap`, or a recording of an arm's ROS 2 topics: ee_pose,
+    gripper_state, and action or cmd/target_pose), into a store.
 
     Args:
         src: File or folder to import.
         format: Source format.
         out: New episode store to write.
         task: Task name to record (default: taken from the source, where it has one).
-        control_dt_s: Control period in seconds where the source does not state one.
+        control_dt_s: Control period in seconds where the source does not state one (mcap
+            arm recordings: default the median step interval).
         mark_successful: diffusion_policy only: mark every episode successful.
         overwrite: Replace an existing store at --out.
     """
@@ -238,7 +240,7 @@ def _import_store(
     if format == "mcap":
         from handrail.demos.io_mcap import import_mcap
 
-        return import_mcap(src, out, task=task, overwrite=overwrite)
+        return import_mcap(src, out, task=task, control_dt_s=control_dt_s, overwrite=overwrite)
     from handrail.demos.io_diffusion_policy import import_diffusion_policy
 
     return import_diffusion_policy(
