@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from handrail.control.teleop import TeleopEvent
 from handrail.hw.ros_common import (
     COMMAND_QOS,
     LATCHED_QOS,
+    NodeClock,
     control_loop_process,
     declare_parameters,
 )
@@ -76,6 +76,7 @@ class RosHuman:
 
     def __init__(self, node: Node, action_dim: int, timeout_s: float = 0.5) -> None:
         self.action_dim, self.timeout_s = action_dim, timeout_s
+        self.clock = NodeClock(node)
         self._lock = threading.Lock()
         self._engaged = False
         self._action: tuple[np.ndarray, float] | None = None
@@ -92,7 +93,7 @@ class RosHuman:
         action = np.asarray(msg.data, np.float32)
         if action.shape == (self.action_dim,):
             with self._lock:
-                self._action = (action, time.monotonic())
+                self._action = (action, self.clock.now())
 
     def _on_event(self, msg: String) -> None:
         try:
@@ -113,7 +114,7 @@ class RosHuman:
             events = tuple(self._events)
             self._events.clear()
             fresh = (
-                self._action is not None and time.monotonic() - self._action[1] <= self.timeout_s
+                self._action is not None and self.clock.now() - self._action[1] <= self.timeout_s
             )
             if self._engaged and fresh:
                 assert self._action is not None
@@ -205,7 +206,8 @@ def run(args: list[str] | None = None) -> int:
             if stats is None:
                 continue
             line = {"episode": done, "return": stats.return_, "length": stats.length,
-                    "success": bool(stats.success), "human_steps": stats.human_steps}  # fmt: skip
+                    "success": bool(stats.success), "human_steps": stats.human_steps,
+                    "seconds": round(env.clock.now() - env.episode_start, 3)}  # fmt: skip
             done += 1
             if learner is not None:
                 learner.episode_ended()

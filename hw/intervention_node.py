@@ -9,7 +9,6 @@ tick while engaged) and ``human/events`` (success, failure, end, rerecord). The 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,14 @@ from handrail.control.intervention import Arbiter, ArbiterConfig
 from handrail.control.teleop_topics import TopicDevice
 from handrail.hw.mirrors import mirror
 from handrail.hw.msgs import pose_of
-from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, STATE_QOS, declare_parameters, run_node
+from handrail.hw.ros_common import (
+    COMMAND_QOS,
+    LATCHED_QOS,
+    STATE_QOS,
+    NodeClock,
+    declare_parameters,
+    run_node,
+)
 
 __all__ = ["PARAMETERS", "InterventionNode", "main"]
 
@@ -46,6 +52,7 @@ class InterventionNode(Node):
     def __init__(self) -> None:
         super().__init__("intervention_node")
         p = declare_parameters(self, PARAMETERS)
+        self.clock = NodeClock(self)
         self.action = mirror(str(p["task"])).action
         self.arbiter = Arbiter(
             ArbiterConfig(
@@ -75,14 +82,14 @@ class InterventionNode(Node):
     def _on_twist(self, msg: Twist) -> None:
         lin, ang = msg.linear, msg.angular
         self.device.on_spacenav_twist(
-            (lin.x, lin.y, lin.z), (ang.x, ang.y, ang.z), time.monotonic()
+            (lin.x, lin.y, lin.z), (ang.x, ang.y, ang.z), self.clock.now()
         )
 
     def _on_spacenav_joy(self, msg: Joy) -> None:
         self.device.on_spacenav_buttons(list(msg.buttons))
 
     def _on_joy(self, msg: Joy) -> None:
-        self.device.on_joy(list(msg.axes), list(msg.buttons), time.monotonic())
+        self.device.on_joy(list(msg.axes), list(msg.buttons), self.clock.now())
 
     def _on_pose(self, msg: PoseStamped) -> None:
         self.ee_quat = pose_of(msg)[1]
@@ -93,7 +100,7 @@ class InterventionNode(Node):
             self.gripper_cmd = 1.0 - 2.0 * opening
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock.now()
         state = self.device.state(now)
         # The policy's proposal is not known here: the arm at rest, the gripper as measured.
         idle = np.zeros(self.action.dim, np.float32)

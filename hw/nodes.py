@@ -18,3 +18,6 @@ NODES: dict[str, str] = {
 
 PACKAGE = "handrail"
 """The ROS 2 package name (``pkg=`` in launch files, the ament index entry)."""
+
+RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
+"""Parameters every rclpy node declares by itself; launch files may set these on any node."""

@@ -9,7 +9,6 @@ A failed phase fails the service with the sequence's message.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from std_srvs.srv import Trigger
 
 from handrail.control.reset import ResetConfig, ResetSequence
 from handrail.hw.msgs import pose_msg, pose_of
-from handrail.hw.ros_common import COMMAND_QOS, STATE_QOS, declare_parameters, run_node
+from handrail.hw.ros_common import COMMAND_QOS, STATE_QOS, NodeClock, declare_parameters, run_node
 
 __all__ = ["PARAMETERS", "ResetNode", "main"]
 
@@ -49,6 +48,7 @@ class ResetNode(Node):
     def __init__(self) -> None:
         super().__init__("reset_node")
         p = declare_parameters(self, PARAMETERS)
+        self.clock = NodeClock(self)
         home = [float(v) for v in p["home_pose"]]
         if len(home) != 7:
             raise ValueError(f"home_pose must be 7 numbers (x y z qw qx qy qz); got {home}")
@@ -102,7 +102,7 @@ class ResetNode(Node):
 
     def _run(self) -> tuple[bool, str]:
         period = 1.0 / float(self.p["command_rate_hz"])
-        status = self.sequence.start(time.monotonic(), self.rng)
+        status = self.sequence.start(self.clock.now(), self.rng)
         world_called = False
         while not self.sequence.finished:
             if status.phase == "home":
@@ -117,10 +117,10 @@ class ResetNode(Node):
             elif status.phase == "world" and not world_called:
                 world_called = True
                 ok, message = self._reset_world()
-                status = self.sequence.world_done(time.monotonic(), ok, message)
+                status = self.sequence.world_done(self.clock.now(), ok, message)
                 continue
-            time.sleep(period)
-            status = self.sequence.update(time.monotonic(), self.measured)
+            self.clock.sleep(period)
+            status = self.sequence.update(self.clock.now(), self.measured)
         if self.sequence.phase == "failed":
             return False, self.sequence.message
         goal = ", ".join(f"{v:.3f}" for v in self.sequence.goal_m)

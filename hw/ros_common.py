@@ -10,6 +10,7 @@ lists them by executable name.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,10 +24,13 @@ from rclpy.executors import (
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from handrail.hw.nodes import RCLPY_PARAMETERS
+
 __all__ = [
     "COMMAND_QOS",
     "LATCHED_QOS",
     "STATE_QOS",
+    "NodeClock",
     "control_loop_process",
     "declare_parameters",
     "run_node",
@@ -71,6 +75,60 @@ def control_loop_process() -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
+class NodeClock:
+    """Seconds on a node's clock: ``sim_robot``'s ``/clock`` when the node runs with
+    ``use_sim_time:=true``, else the monotonic wall clock.
+
+    Everything that paces or ages (the control period, observation age, a person's quiet time,
+    reset deadlines) reads this clock, so a stack on simulated time behaves at any
+    ``real_time_factor`` exactly as it does in real time. Timeouts that detect a peer that is not
+    there at all (no arm, no reset service) stay on the wall clock: simulated time does not
+    advance when the simulator is missing.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.sim = bool(node.get_parameter("use_sim_time").value)
+        self._clock = node.get_clock()
+
+    def now(self) -> float:
+        """Seconds (an arbitrary origin on the wall clock; simulated time on ``/clock``)."""
+        if self.sim:
+            return self._clock.now().nanoseconds * 1e-9
+        return time.monotonic()
+
+    def sleep_until(self, t: float, stall_s: float = 5.0) -> float:
+        """Sleep until ``t`` on this clock and return how late it woke (s).
+
+        On the wall clock: a coarse sleep, then a short spin (sub-millisecond lateness). On
+        simulated time: polls ``/clock`` (its resolution is ``sim_robot``'s state period) and
+        raises :class:`TimeoutError` when simulated time stops for ``stall_s`` of wall time.
+        """
+        if not self.sim:
+            while True:
+                left = t - time.monotonic()
+                if left <= 0:
+                    return -left
+                time.sleep(left - 0.001 if left > 0.002 else 0)
+        last, last_wall = self.now(), time.monotonic()
+        while True:
+            now = self.now()
+            if now >= t:
+                return now - t
+            if now != last:
+                last, last_wall = now, time.monotonic()
+            elif time.monotonic() - last_wall > stall_s:
+                raise TimeoutError(
+                    f"simulated time (/clock) stood still at {now:.3f} s for {stall_s} s of wall "
+                    "time: is sim_robot running? (use_sim_time:=true needs /clock, which sim_robot "
+                    "publishes when its real_time_factor is not 1)"
+                )
+            time.sleep(0.0005)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` on this clock."""
+        self.sleep_until(self.now() + seconds)
+
+
 def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """Declare every parameter of ``parameters`` (name -> default) and return their values.
 
@@ -78,9 +136,7 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     node does not declare is an error (rclpy would silently ignore it).
     """
     overrides = set(getattr(node, "_parameter_overrides", {}))  # from --ros-args and files
-    unknown = sorted(
-        overrides - set(parameters) - {"use_sim_time", "start_type_description_service"}
-    )
+    unknown = sorted(overrides - set(parameters) - RCLPY_PARAMETERS)
     if unknown:
         # rclpy ignores overrides a node never declares: a typo in a parameter file (a workspace
         # limit, say) would silently leave the default in force. Refuse instead.

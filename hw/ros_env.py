@@ -10,7 +10,10 @@ holds the arm and raises :class:`StaleObservationError`: a policy never acts on 
 observation-to-command latency of the step.
 
 The env owns an rclpy node spun by a background executor (rclpy must be initialised), so
-messages arrive while the caller computes the next action.
+messages arrive while the caller computes the next action. Periods and ages are on the node's
+clock: with ``use_sim_time:=true`` on ``sim_robot``'s ``/clock``, so a faster-than-real-time sim
+runs the same episodes in less wall time; the waits for a first message or a reset service stay
+on the wall clock.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from handrail.control.spaces import decode_action
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.hw.mirrors import PROPRIO_DIM, TaskMirror, mirror
 from handrail.hw.msgs import pose_msg, pose_of
-from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, STATE_QOS
+from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, STATE_QOS, NodeClock
 
 __all__ = ["RosArmEnv", "RosEnvConfig", "StaleObservationError"]
 
@@ -123,6 +126,8 @@ class RosArmEnv(gymnasium.Env):
         self.filter = SafetyFilter(self.config.safety)
         self.node = node if node is not None else Node(node_name)
         self._own_node = node is None
+        self.clock = NodeClock(self.node)
+        """Paces steps and ages messages (simulated time with ``use_sim_time:=true``)."""
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[Any, float]] = {}  # topic -> (message, receipt time)
         self._subscribe(PoseStamped, "ee_pose")
@@ -153,6 +158,8 @@ class RosArmEnv(gymnasium.Env):
         self._steps = 0
         self._next_t = 0.0
         self._obs_t = 0.0
+        self.episode_start = 0.0
+        """When the last reset() ended, on :attr:`clock`."""
 
     # ----- messages ---------------------------------------------------------------------------
     def _subscribe(self, msg_type: type, topic: str) -> None:
@@ -160,7 +167,7 @@ class RosArmEnv(gymnasium.Env):
 
     def _store(self, topic: str, msg: Any) -> None:
         with self._lock:
-            self._latest[topic] = (msg, time.monotonic())
+            self._latest[topic] = (msg, self.clock.now())
 
     def _required(self) -> list[str]:
         return [
@@ -173,7 +180,7 @@ class RosArmEnv(gymnasium.Env):
 
     def _snapshot(self, newer_than: float = -math.inf) -> tuple[dict[str, Any], float] | str:
         """The newest message of each required topic and the oldest receipt time, or a problem."""
-        now = time.monotonic()
+        now = self.clock.now()
         with self._lock:
             latest = dict(self._latest)
         missing = [t for t in self._required() if t not in latest or latest[t][1] <= newer_than]
@@ -257,13 +264,14 @@ class RosArmEnv(gymnasium.Env):
         super().reset(seed=seed)
         if self.reset_client is not None:
             self._call_reset()
-        msgs, obs_t = self._wait_for_obs(time.monotonic(), self.config.first_obs_timeout_s)
+        msgs, obs_t = self._wait_for_obs(self.clock.now(), self.config.first_obs_timeout_s)
         obs = self._observation(msgs)
         pos, quat = pose_of(msgs["ee_pose"])
         self._target = (tuple(pos.tolist()), tuple(quat.tolist()))
         self._steps = 0
         self._obs_t = obs_t
-        self._next_t = time.monotonic() + self.period_s
+        self.episode_start = self.clock.now()
+        self._next_t = self.clock.now() + self.period_s
         return obs, {"success": self._flag("success")}
 
     def _call_reset(self) -> None:
@@ -292,7 +300,7 @@ class RosArmEnv(gymnasium.Env):
             raise RuntimeError(
                 "the e-stop is latched: clear it (safety_node/estop, SetBool false) and reset()"
             )
-        latency = time.monotonic() - self._obs_t
+        latency = self.clock.now() - self._obs_t
         with self._lock:
             measured = pose_of(self._latest["ee_pose"][0])
         cmd = decode_action(action, self.mirror.action, measured[1])
@@ -305,10 +313,14 @@ class RosArmEnv(gymnasium.Env):
         if self.mirror.action.gripper and math.isfinite(cmd.gripper):
             opening = self.config.gripper_max_m * (1.0 - min(max(cmd.gripper, -1.0), 1.0)) / 2.0
             self.pub_gripper.publish(Float64(data=opening))
-        jitter = self._sleep_until(self._next_t)
+        try:
+            jitter = self.clock.sleep_until(self._next_t)
+        except TimeoutError as err:
+            self.hold()
+            raise StaleObservationError(f"{err}; the arm is held at its measured pose") from None
         self._next_t += self.period_s
-        if self._next_t < time.monotonic():  # fell a whole period behind: restart the schedule
-            self._next_t = time.monotonic() + self.period_s
+        if self._next_t < self.clock.now():  # fell a whole period behind: restart the schedule
+            self._next_t = self.clock.now() + self.period_s
         snap = self._snapshot()
         if isinstance(snap, str):
             self.hold()
@@ -321,7 +333,7 @@ class RosArmEnv(gymnasium.Env):
         truncated = self._steps >= self.mirror.episode_steps
         timing = {
             "jitter_s": jitter,
-            "obs_age_s": time.monotonic() - self._obs_t,
+            "obs_age_s": self.clock.now() - self._obs_t,
             "command_latency_s": latency,
         }
         info = {
@@ -331,14 +343,6 @@ class RosArmEnv(gymnasium.Env):
             "safety": report.as_dict(),
         }
         return obs, float(success), terminated, truncated, info
-
-    def _sleep_until(self, t: float) -> float:
-        """Sleep until monotonic time ``t`` (coarse sleep, then a short spin); return lateness (s)."""
-        while True:
-            left = t - time.monotonic()
-            if left <= 0:
-                return -left
-            time.sleep(left - 0.001 if left > 0.002 else 0)
 
     def close(self) -> None:
         """Stop spinning and destroy the node."""

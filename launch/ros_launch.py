@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import yaml
 
-from handrail.hw.nodes import NODES, PACKAGE
+from handrail.hw.nodes import NODES, PACKAGE, RCLPY_PARAMETERS
 from handrail.launch.ros_launch_xml import LAUNCH_DIR, LaunchError, NodeLaunch, arguments, parse
 
 __all__ = [
@@ -90,7 +90,8 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def declared_parameters(exec_name: str) -> set[str]:
-    """The parameters a handrail node declares: the keys of its module's ``PARAMETERS``.
+    """The parameters a handrail node declares: the keys of its module's ``PARAMETERS``, and
+    those every rclpy node declares (``use_sim_time``).
 
     Imports the node's module (so rclpy and whatever else the node needs).
 
@@ -102,7 +103,7 @@ def declared_parameters(exec_name: str) -> set[str]:
     declared = getattr(importlib.import_module(NODES[exec_name]), "PARAMETERS", None)
     if not isinstance(declared, dict):
         raise LaunchError(f"{NODES[exec_name]} has no PARAMETERS dict; add one (hw/ros_common.py)")
-    return set(declared)
+    return set(declared) | RCLPY_PARAMETERS
 
 
 def command(node: NodeLaunch, params_dir: Path) -> list[str]:

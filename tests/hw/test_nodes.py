@@ -56,3 +56,57 @@ print(json.dumps({"events": events, "forwarded": len(poses)}))
     )
     assert any("outside the workspace box (z=0.4" in e for e in out["events"]), out["events"]
     assert out["forwarded"] == 0  # not one target reached the arm
+
+
+def test_node_clock_follows_clock_on_sim_time_and_names_a_clock_that_stands_still(ros):
+    out = ros(
+        r"""
+import json, threading, time
+import rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.executors import SingleThreadedExecutor
+from rosgraph_msgs.msg import Clock
+from handrail.hw.ros_common import NodeClock
+rclpy.init()
+wall, sim = Node("wall"), Node("sim", parameter_overrides=[Parameter("use_sim_time", value=True)])
+pub = wall.create_publisher(Clock, "/clock", 10)
+executor = SingleThreadedExecutor()
+executor.add_node(sim)
+threading.Thread(target=executor.spin, daemon=True).start()
+wall_clock, sim_clock = NodeClock(wall), NodeClock(sim)
+stop = threading.Event()
+def tick():  # simulated time at 4x the wall clock, 10 ms resolution
+    t = 100.0
+    while not stop.is_set():
+        t += 0.01
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = int(t), int(round((t % 1) * 1e9))
+        pub.publish(msg)
+        time.sleep(0.0025)
+ticker = threading.Thread(target=tick, daemon=True)
+ticker.start()
+end = time.monotonic() + 10
+while sim_clock.now() < 100 and time.monotonic() < end:
+    time.sleep(0.01)
+w0, s0 = time.monotonic(), sim_clock.now()
+late = sim_clock.sleep_until(s0 + 1.0)
+slept_wall = time.monotonic() - w0
+stop.set()
+ticker.join()
+t = time.monotonic()
+try:
+    sim_clock.sleep_until(sim_clock.now() + 1.0, stall_s=0.5)
+    error = ""
+except TimeoutError as err:
+    error = str(err)
+print(json.dumps({"sim": sim_clock.sim, "wall": wall_clock.sim, "late": late, "slept_wall": slept_wall,
+                  "s0": s0, "stalled_after": time.monotonic() - t, "error": error}))
+"""
+    )
+    assert out["sim"] is True and out["wall"] is False
+    assert out["s0"] >= 100  # the sim node reads /clock, not the wall clock
+    assert 0 <= out["late"] <= 0.05  # woke within a few /clock ticks of the target
+    assert out["slept_wall"] < 0.8  # one simulated second took about a quarter of one
+    assert 0.5 <= out["stalled_after"] < 2.0
+    assert "/clock" in out["error"] and "stood still" in out["error"]

@@ -175,7 +175,7 @@ def test_declared_parameters_are_the_node_modules_parameters(
     monkeypatch.syspath_prepend(str(fake))
     monkeypatch.setitem(hw_nodes.NODES, "declared", "handrail_fake_declared")
     monkeypatch.setitem(hw_nodes.NODES, "undeclared", "handrail_fake_undeclared")
-    assert declared_parameters("declared") == {"task", "rate_hz"}
+    assert declared_parameters("declared") == {"task", "rate_hz"} | hw_nodes.RCLPY_PARAMETERS
     with pytest.raises(LaunchError, match="has no PARAMETERS dict"):
         declared_parameters("undeclared")
     with pytest.raises(LaunchError, match="'nope' is not a handrail node"):
