@@ -72,18 +72,47 @@ def _is_image(spec: FieldSpec) -> bool:
     return spec.dtype == "uint8" and len(spec.shape) == 3 and spec.shape[2] == 3
 
 
+def offered_qos(durability: str = "volatile") -> str:
+    """A channel's ``offered_qos_profiles`` (the ros2 MCAP profile requires it): rosbag2's YAML
+    of one reliable keep-last publisher; durations 0 mean the rmw default (none)."""
+    zero = "{sec: 0, nsec: 0}"
+    return (
+        f"- history: keep_last\n  depth: 10\n  reliability: reliable\n  durability: {durability}\n"
+        f"  deadline: {zero}\n  lifespan: {zero}\n  liveliness: automatic\n"
+        f"  liveliness_lease_duration: {zero}\n  avoid_ros_namespace_conventions: false\n"
+    )
+
+
+_LATCHED_TOPICS = ("/episode",)
+"""Exported topics offered transient local, so ``ros2 bag play`` latches them."""
+
+
 class _Out:
-    """The MCAP writer with one schema per message type, registered on first use."""
+    """The MCAP writer with one schema per message type, registered on first use, and one
+    channel per topic with its offered QoS."""
 
     def __init__(self, stream: Any) -> None:
         writer_mod = require("mcap_ros2.writer", "MCAP export", "ros")
         self.writer = writer_mod.Writer(stream)
         self.schemas: dict[str, Any] = {}
 
+    def _channel(self, topic: str, schema: Any) -> None:
+        # mcap_ros2's Writer registers a channel on a topic's first message, without the channel
+        # metadata the ros2 profile requires; register it first, with the metadata, in its place.
+        # tests/demos/test_io_mcap.py checks every channel has it.
+        channels: dict[str, int] = self.writer._channel_ids
+        if topic not in channels:
+            durability = "transient_local" if topic in _LATCHED_TOPICS else "volatile"
+            channels[topic] = self.writer._writer.register_channel(
+                topic=topic, message_encoding="cdr", schema_id=schema.id,
+                metadata={"offered_qos_profiles": offered_qos(durability)},
+            )  # fmt: skip
+
     def write(self, topic: str, datatype: str, message: dict[str, Any], t_s: float) -> None:
         if datatype not in self.schemas:
             name = schema_name(datatype)
             self.schemas[datatype] = self.writer.register_msgdef(name, msgdef(datatype))
+        self._channel(topic, self.schemas[datatype])
         ns = nanoseconds(t_s)
         self.writer.write_message(
             topic, self.schemas[datatype], message, log_time=ns, publish_time=ns

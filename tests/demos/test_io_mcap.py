@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer as RosWriter
@@ -92,6 +93,18 @@ def test_the_file_has_ros2_schemas_and_the_topics_viewers_read(tmp_path: Path) -
                                                        "sensor_msgs/msg/Image"}  # fmt: skip
     assert all("/msg/" in s.name for s in summary.schemas.values())  # as rosbag2 names them
     assert {c.message_encoding for c in summary.channels.values()} == {"cdr"}
+    assert summary.schemas and summary.channels
+    # The ros2 profile requires each channel's offered QoS (rosbag2's YAML list of profiles).
+    qos = {
+        c.topic: yaml.safe_load(c.metadata["offered_qos_profiles"])
+        for c in summary.channels.values()
+    }
+    assert all(len(q) == 1 and q[0]["reliability"] == "reliable" for q in qos.values())
+    assert qos["/episode"][0]["durability"] == "transient_local"
+    assert (
+        qos["/action"][0]["durability"] == "volatile"
+        and qos["/action"][0]["history"] == "keep_last"
+    )
     counts = {
         c.topic: summary.statistics.channel_message_counts[i] for i, c in summary.channels.items()
     }
