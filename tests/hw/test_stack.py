@@ -149,7 +149,6 @@ print(json.dumps({"estop_moved": estop_moved, "stall_moved": stall_moved, "event
     assert out["code"] == 0
 
 
-
 def test_a_faster_than_real_time_stack_runs_every_node_on_simulated_time(ros):
     # real_time_factor 2.5 + use_sim_time: sim_robot publishes /clock and every other node
     # paces, ages messages and times out on it, so the same episodes take less wall time.
@@ -176,6 +175,7 @@ print(json.dumps({"status": status, "sim_s": t1[1] - t0[1], "wall_s": t1[0] - t0
         assert line["length"] * 0.1 - 0.01 <= line["seconds"] <= line["length"] * 0.1 + 0.15, line
     assert out["sim_s"] > 0 and out["wall_s"] > 0, out  # /clock ran while the actor did
     assert out["code"] == 0
+
 
 def test_killing_the_actor_mid_episode_loses_no_committed_episode(ros, tmp_path):
     store = tmp_path / "store"
