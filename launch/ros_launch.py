@@ -326,8 +326,19 @@ def run(nodes: list[NodeLaunch], stop_timeout_s: float = 5.0) -> int:
 
 
 def wrapper_script(exec_name: str) -> str:
-    """The ``lib/handrail/<exec>`` script that ``ros2 launch`` runs for a handrail node."""
-    return f'#!/bin/sh\nexec python3 -m {NODES[exec_name]} "$@"\n'
+    """The ``lib/handrail/<exec>`` script that ``ros2 launch`` runs for a handrail node.
+
+    It runs the node with the Python of the prefix it is installed in (``<prefix>/bin/python3``:
+    a virtual environment's, where handrail is), and with ``python3`` on PATH only when that
+    prefix has none: ``ros2 launch`` starts it from a shell whose ``python3`` is ROS's.
+    """
+    return (
+        "#!/bin/sh\n"
+        "# Installed as <prefix>/lib/handrail/<exec>: run the node with <prefix>'s Python.\n"
+        'py="$(dirname "$(readlink -f "$0")")/../../bin/python3"\n'
+        '[ -x "$py" ] || py=python3\n'
+        f'exec "$py" -m {NODES[exec_name]} "$@"\n'
+    )
 
 
 def write_wrappers(folder: Path = WRAPPER_DIR) -> None:

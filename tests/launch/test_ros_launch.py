@@ -13,6 +13,7 @@ import threading
 import time
 import tomllib
 import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +32,8 @@ from handrail.launch.ros_launch import (
     parameters,
     parse,
     run,
+    wrapper_script,
+    write_wrappers,
 )
 from handrail.launch.ros_launch_xml import arguments
 
@@ -212,8 +215,33 @@ def test_wrapper_scripts_match_nodes() -> None:
     assert sorted(p.name for p in WRAPPER_DIR.iterdir()) == sorted(hw_nodes.NODES)
     for exec_name, module in hw_nodes.NODES.items():
         path = WRAPPER_DIR / exec_name
-        assert path.read_text() == f'#!/bin/sh\nexec python3 -m {module} "$@"\n'
+        assert path.read_text() == wrapper_script(exec_name)
+        assert f"-m {module} " in path.read_text()
         assert path.stat().st_mode & 0o111 == 0o111, f"{path} is not executable"
+
+
+def test_a_wrapper_runs_its_prefixs_python_else_python3_on_path(tmp_path: Path) -> None:
+    # ros2 launch runs <prefix>/lib/handrail/<exec> from a shell whose python3 is ROS's, not
+    # the virtual environment's where handrail is installed.
+    def fake_python(path: Path, name: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'#!/bin/sh\necho {name} "$@"\n')
+        path.chmod(0o755)
+
+    prefix = tmp_path / "venv"
+    write_wrappers(prefix / "lib" / "handrail")
+    fake_python(tmp_path / "path" / "python3", "path-python")
+    env = {"PATH": f"{tmp_path / 'path'}:/usr/bin:/bin"}
+    wrapper = prefix / "lib" / "handrail" / "sim_robot"
+    run = partial(subprocess.run, capture_output=True, text=True, env=env, check=True)
+    out = run([str(wrapper), "--ros-args", "-p", "task:=reach"]).stdout
+    assert out == "path-python -m handrail.hw.sim_robot --ros-args -p task:=reach\n"
+    fake_python(prefix / "bin" / "python3", "venv-python")
+    assert run([str(wrapper), "x"]).stdout == "venv-python -m handrail.hw.sim_robot x\n"
+    link = tmp_path / "elsewhere" / "sim_robot"  # a symlink to the wrapper finds the same prefix
+    link.parent.mkdir()
+    link.symlink_to(wrapper)
+    assert run([str(link)]).stdout == "venv-python -m handrail.hw.sim_robot\n"
 
 
 def test_package_xml_is_the_ament_python_package_handrail() -> None:
