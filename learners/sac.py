@@ -58,7 +58,11 @@ class SACConfig:
     backup_entropy: bool = True
     """Keep the entropy term in the critic backup (False suits sparse rewards)."""
     utd: int = 20
-    """Update-to-data ratio: critic steps per env step (one actor step per block)."""
+    """Update-to-data ratio: critic steps per env step (``actor_utd`` actor steps per block)."""
+    actor_utd: int = 1
+    """Actor (and temperature) steps per update block, on the block's last ``actor_utd``
+    minibatches after its critic steps: 1 is RLPD's one per block; ``utd`` gives classic SAC's
+    one actor step per critic step (Stable-Baselines3's ``gradient_steps``)."""
     batch_size: int = 256
     """Rows per minibatch (online + offline)."""
     n_step: int = 1
@@ -102,6 +106,7 @@ class SACConfig:
             "tau": 0.0 < self.tau <= 1.0,
             "init_temperature": self.init_temperature > 0,
             "utd": self.utd >= 1,
+            "actor_utd": 1 <= self.actor_utd <= self.utd,
             "batch_size": self.batch_size >= 1,
             "n_step": self.n_step >= 1,
             "bc_weight": self.bc_weight >= 0.0,
@@ -119,7 +124,7 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step >= 1, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
+                "n_step >= 1, 1 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
                 "noises >= 0, residual_scale in [0, 2], actor_delay_blocks >= 0)"
             )
 
@@ -417,6 +422,21 @@ class SAC:
             self.critic_step, state, (batch, next_action, next_log_prob, subset_keys)
         )
 
+    def _actor_block(
+        self, state: SACState, batch: Batch, key: jax.Array
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """``config.actor_utd`` actor and temperature steps on the block's last minibatches
+        (``step`` still counts the block once); metrics of the last step."""
+        k = self.config.actor_utd
+        if k == 1:
+            return self.actor_step(state, jax.tree_util.tree_map(lambda x: x[-1], batch), key)
+        tail = jax.tree_util.tree_map(lambda x: x[-k:], batch)
+        new, metrics = jax.lax.scan(
+            lambda s, inputs: self.actor_step(s, *inputs), state, (tail, jax.random.split(key, k))
+        )
+        new = dataclasses.replace(new, step=state.step + 1)
+        return new, {name: value[-1] for name, value in metrics.items()}
+
     def pretrain_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
         """One step on an offline-only minibatch: a critic step, then a pure BC actor step."""
         rng, key = jax.random.split(state.rng)
@@ -445,9 +465,8 @@ class SAC:
         new, critic_metrics = self._critic_block(
             dataclasses.replace(state, rng=rng), batch, key_critic
         )
-        last = jax.tree_util.tree_map(lambda x: x[-1], batch)
         critic_only = dataclasses.replace(new, step=new.step + 1)
-        new, actor_metrics = self.actor_step(new, last, key_actor)
+        new, actor_metrics = self._actor_block(new, batch, key_actor)
         if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
             start = critic_only.step > self.config.actor_delay_blocks
             new = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), new, critic_only)

@@ -68,6 +68,26 @@ def test_scan_equals_python_loop(sac: SAC) -> None:
     assert float(metrics["update/nonfinite"]) == 0.0
 
 
+
+def test_actor_utd_steps_the_actor_on_each_of_the_blocks_last_minibatches() -> None:
+    """actor_utd=k: the critic block, then k actor+temperature steps, one per minibatch of the
+    block's last k, each with its own key; the block still counts as one step."""
+    sac = _sac(actor_utd=2)
+    state = sac.init(jax.random.PRNGKey(0))
+    batch = jax.tree_util.tree_map(jnp.asarray, _batch())
+    updated, _ = sac.update(state, batch)
+    rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+    looped, _ = jax.jit(sac._critic_block)(state.replace(rng=rng), batch, key_critic)
+    actor_step = jax.jit(sac.actor_step)
+    for i, key in zip((UTD - 2, UTD - 1), jax.random.split(key_actor, 2), strict=True):
+        looped, _ = actor_step(looped, jax.tree_util.tree_map(lambda x, i=i: x[i], batch), key)
+    for a, b in zip(_leaves(updated.replace(step=0)), _leaves(looped.replace(step=0)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(updated.step) == 1
+    one, _ = _sac().update(state, batch)  # actor_utd=1: a different actor after the block
+    assert any(not np.allclose(a, b) for a, b in
+               zip(_leaves(one.actor_params), _leaves(updated.actor_params), strict=True))  # fmt: skip
+
 def test_update_changes_every_trained_part(sac: SAC) -> None:
     state = sac.init(jax.random.PRNGKey(0))
     new, _ = sac.update(state, _batch())
@@ -195,6 +215,8 @@ def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
         ("utd", 0),
         ("bc_weight", -1.0),
         ("entropy_rows", "demos"),
+        ("actor_utd", 0),
+        ("actor_utd", 21),  # more than utd (20)
     ],
 )
 def test_config_validation_names_the_field(field: str, value: object) -> None:
