@@ -68,7 +68,6 @@ def test_scan_equals_python_loop(sac: SAC) -> None:
     assert float(metrics["update/nonfinite"]) == 0.0
 
 
-
 def test_actor_utd_steps_the_actor_on_each_of_the_blocks_last_minibatches() -> None:
     """actor_utd=k: the critic block, then k actor+temperature steps, one per minibatch of the
     block's last k, each with its own key; the block still counts as one step."""
@@ -87,6 +86,7 @@ def test_actor_utd_steps_the_actor_on_each_of_the_blocks_last_minibatches() -> N
     one, _ = _sac().update(state, batch)  # actor_utd=1: a different actor after the block
     assert any(not np.allclose(a, b) for a, b in
                zip(_leaves(one.actor_params), _leaves(updated.actor_params), strict=True))  # fmt: skip
+
 
 def test_update_changes_every_trained_part(sac: SAC) -> None:
     state = sac.init(jax.random.PRNGKey(0))
