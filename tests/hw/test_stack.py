@@ -65,8 +65,14 @@ def test_actor_runs_the_expert_records_episodes_and_a_persons_intervention(ros, 
 stack = launch("store:={store}", "episodes:=3")
 twist = node.create_publisher(Twist, "spacenav/twist", COMMAND)
 buttons = node.create_publisher(Joy, "spacenav/joy", COMMAND)
+from std_msgs.msg import Bool
+success = []
+node.create_subscription(Bool, "success", lambda m: success.append(m.data), LATCHED)
 assert spin_until(lambda: len(status) >= 1, 90), "no episode finished"
-spin(1.0)  # into the second episode
+# Into the second episode: the world reset clears the success flag, then the actor steps. (A
+# fixed wait was too short under load: the reset took longer and the push fell into it.)
+assert spin_until(lambda: success and not success[-1], 60), "the world was not reset"
+spin(0.5)
 for _ in range(12):  # hold the SpaceMouse button and push the cap up for 1.2 s
     msg = Twist()
     msg.linear.z = 1.0
