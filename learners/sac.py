@@ -61,8 +61,8 @@ class SACConfig:
     """Update-to-data ratio: critic steps per env step (``actor_utd`` actor steps per block)."""
     actor_utd: int = 1
     """Actor (and temperature) steps per update block, on the block's last ``actor_utd``
-    minibatches after its critic steps: 1 is RLPD's one per block; ``utd`` gives classic SAC's
-    one actor step per critic step (Stable-Baselines3's ``gradient_steps``)."""
+    minibatches after its critic steps: 1 is RLPD's one per block; 0 means one per critic step
+    (``utd`` of them, whatever ``utd`` is), as classic SAC and Stable-Baselines3 do."""
     batch_size: int = 256
     """Rows per minibatch (online + offline)."""
     n_step: int = 1
@@ -106,7 +106,7 @@ class SACConfig:
             "tau": 0.0 < self.tau <= 1.0,
             "init_temperature": self.init_temperature > 0,
             "utd": self.utd >= 1,
-            "actor_utd": 1 <= self.actor_utd <= self.utd,
+            "actor_utd": 0 <= self.actor_utd <= self.utd,
             "batch_size": self.batch_size >= 1,
             "n_step": self.n_step >= 1,
             "bc_weight": self.bc_weight >= 0.0,
@@ -124,7 +124,7 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step >= 1, 1 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
+                "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
                 "noises >= 0, residual_scale in [0, 2], actor_delay_blocks >= 0)"
             )
 
@@ -427,7 +427,7 @@ class SAC:
     ) -> tuple[SACState, dict[str, jax.Array]]:
         """``config.actor_utd`` actor and temperature steps on the block's last minibatches
         (``step`` still counts the block once); metrics of the last step."""
-        k = self.config.actor_utd
+        k = self.config.actor_utd or self.config.utd
         if k == 1:
             return self.actor_step(state, jax.tree_util.tree_map(lambda x: x[-1], batch), key)
         tail = jax.tree_util.tree_map(lambda x: x[-k:], batch)

@@ -83,6 +83,10 @@ def test_actor_utd_steps_the_actor_on_each_of_the_blocks_last_minibatches() -> N
     for a, b in zip(_leaves(updated.replace(step=0)), _leaves(looped.replace(step=0)), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert int(updated.step) == 1
+    every, _ = _sac(actor_utd=0).update(state, batch)  # 0: one per critic step (UTD of them)
+    three, _ = _sac(actor_utd=UTD).update(state, batch)
+    for a, b in zip(_leaves(every), _leaves(three), strict=True):
+        np.testing.assert_array_equal(a, b)
     one, _ = _sac().update(state, batch)  # actor_utd=1: a different actor after the block
     assert any(not np.allclose(a, b) for a, b in
                zip(_leaves(one.actor_params), _leaves(updated.actor_params), strict=True))  # fmt: skip
@@ -215,7 +219,7 @@ def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
         ("utd", 0),
         ("bc_weight", -1.0),
         ("entropy_rows", "demos"),
-        ("actor_utd", 0),
+        ("actor_utd", -1),
         ("actor_utd", 21),  # more than utd (20)
     ],
 )
