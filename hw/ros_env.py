@@ -271,7 +271,7 @@ class RosArmEnv(gymnasium.Env):
         self._steps = 0
         self._obs_t = obs_t
         self.episode_start = self.clock.now()
-        self._next_t = self.clock.now() + self.period_s
+        self._next_t = self.episode_start + self.period_s
         return obs, {"success": self._flag("success")}
 
     def _call_reset(self) -> None:

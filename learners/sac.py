@@ -124,8 +124,9 @@ class SACConfig:
             raise ValueError(
                 f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
-                "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, algorithm sac or td3, "
-                "noises >= 0, residual_scale in [0, 2], actor_delay_blocks >= 0)"
+                "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
+                "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
+                "actor_delay_blocks >= 0)"
             )
 
     @classmethod

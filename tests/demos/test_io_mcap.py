@@ -93,7 +93,6 @@ def test_the_file_has_ros2_schemas_and_the_topics_viewers_read(tmp_path: Path) -
                                                        "sensor_msgs/msg/Image"}  # fmt: skip
     assert all("/msg/" in s.name for s in summary.schemas.values())  # as rosbag2 names them
     assert {c.message_encoding for c in summary.channels.values()} == {"cdr"}
-    assert summary.schemas and summary.channels
     # The ros2 profile requires each channel's offered QoS (rosbag2's YAML list of profiles).
     qos = {
         c.topic: yaml.safe_load(c.metadata["offered_qos_profiles"])
