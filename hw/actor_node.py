@@ -216,10 +216,13 @@ def run(args: list[str] | None = None) -> int:
             node.get_logger().info(f"episode {line['episode']}: {line}")
     except KeyboardInterrupt:
         pass
-    except Exception as err:  # the node's last word names the cause; the arm is held
-        node.get_logger().error(f"actor stopped: {err}")
-        env.hold()
-        code = 1
+    except Exception as err:
+        # A failed publish after SIGINT shut the context down mid-step is a normal stop. Any
+        # other error is the node's last word, naming the cause; the arm is held.
+        if node.context.ok():
+            node.get_logger().error(f"actor stopped: {err}")
+            env.hold()
+            code = 1
     finally:
         # A second Ctrl-C (ros2 launch sends SIGINT, then more) must not cut the final commits.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -177,6 +177,11 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if node.context.ok():
+            raise
+        # rclpy's SIGINT/SIGTERM handler shut the context down while a callback ran, and the
+        # callback's next ROS call (a publish) failed: that is the stop asked for, not a fault.
     finally:
         close = getattr(node, "close", None)
         if callable(close):

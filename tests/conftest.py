@@ -75,6 +75,9 @@ def ros(tmp_path: Path) -> RosRunner:
                 f"ROS script failed (exit {proc.returncode}):\n--- stdout\n{proc.stdout[-4000:]}"
                 f"\n--- stderr\n{proc.stderr[-6000:]}"
             )
+        # Shown by pytest under "Captured stderr" when a later assertion fails: the launch's and
+        # the nodes' own reports of what went wrong.
+        sys.stderr.write(proc.stderr[-8000:])
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
         assert lines, f"ROS script printed nothing; stderr:\n{proc.stderr[-4000:]}"
         return json.loads(lines[-1])

@@ -110,3 +110,48 @@ print(json.dumps({"sim": sim_clock.sim, "wall": wall_clock.sim, "late": late, "s
     assert out["slept_wall"] < 0.8  # one simulated second took about a quarter of one
     assert 0.5 <= out["stalled_after"] < 2.0
     assert "/clock" in out["error"] and "stood still" in out["error"]
+
+
+def test_sigint_while_a_callback_publishes_is_a_clean_stop(ros):
+    # rclpy's SIGINT handler shuts the context down at once, so a callback that is running then
+    # fails on its next publish. Python raises KeyboardInterrupt first, unless the node started
+    # with SIGINT ignored, as the background jobs of a shell script do (CI ran so). There a busy
+    # node exited with code 1 and a traceback on Ctrl-C, and `handrail launch` reported a failure.
+    out = ros(
+        r"""
+import json, signal, subprocess, sys, time
+node = r'''
+import time
+from rclpy.node import Node
+from std_msgs.msg import String
+from handrail.hw.ros_common import run_node
+
+class Busy(Node):
+    def __init__(self):
+        super().__init__("busy")
+        self.pub = self.create_publisher(String, "chatter", 10)
+        self.create_timer(0.01, self.tick)
+        print("ready", flush=True)
+
+    def tick(self):  # publishing for 50 ms of every 60
+        end = time.monotonic() + 0.05
+        while time.monotonic() < end:
+            self.pub.publish(String(data="x"))
+
+run_node(Busy)
+'''
+results = []
+for ignored in (True, True, True, False):
+    proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) if ignored else None)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    results.append({"ignored": ignored, "code": proc.returncode, "err": err[-2000:]})
+print(json.dumps(results))
+"""
+    )
+    for run in out:
+        assert run["code"] == 0 and "Traceback" not in run["err"], run

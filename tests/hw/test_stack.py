@@ -125,28 +125,39 @@ def command(x, seconds):
         target.publish(msg)
         spin(0.1)
 
-def moved_after(t0, skip):
-    after = [p for t, p in poses if t > t0 + skip]
+def moved_after(t0, skip, until=float("inf")):
+    after = [p for t, p in poses if t0 + skip < t < until]
     return float(np.hypot(after[-1].x - after[0].x, after[-1].z - after[0].z))
 
-command(0.65, 1.0)  # moving towards x = 0.65 at the step limit
+# Moving towards x = 0.65 at the step limit. Under load the safety node may see its first pose
+# (or this client's commands) seconds after this client does: command until the arm moves.
+t_start, x0 = time.monotonic(), poses[-1][1].x
+while abs(poses[-1][1].x - x0) < 0.02 and time.monotonic() < t_start + 30:
+    command(0.65, 0.1)
+command(0.65, 0.5)
 assert estop.wait_for_service(timeout_sec=10)
 t_stop = time.monotonic()
+moving = moved_after(t_stop - 0.4, 0, t_stop)
 future = estop.call_async(SetBool.Request(data=True))
 rclpy.spin_until_future_complete(node, future, timeout_sec=5)
 command(0.3, 1.0)  # commands during the e-stop are dropped
 estop_moved = moved_after(t_stop, 0.1)
 future = estop.call_async(SetBool.Request(data=False))
 rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+t_clear = time.monotonic()
 command(0.4, 0.5)  # moving again, then the "actor" stalls
 t_stall = time.monotonic()
+resumed = moved_after(t_clear, 0, t_stall)
 spin(1.5)
 stall_moved = moved_after(t_stall, 0.6)  # the watchdog (0.5 s) held the arm where it was
 code = stop(stack)
-print(json.dumps({"estop_moved": estop_moved, "stall_moved": stall_moved, "events": events,
+print(json.dumps({"moving": moving, "estop_moved": estop_moved, "resumed": resumed,
+                  "stall_moved": stall_moved, "events": events,
                   "estop_reply": future.result().message, "code": code}))
 """
     )
+    # The arm moved before the e-stop and after it was cleared (else the stops prove nothing).
+    assert out["moving"] > 0.01 and out["resumed"] > 0.01, out
     assert out["estop_moved"] < 0.003  # metres, from one control period after the stop
     assert out["stall_moved"] < 0.003
     assert "estop latched" in out["events"]
