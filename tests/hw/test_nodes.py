@@ -141,10 +141,13 @@ class Busy(Node):
 run_node(Busy)
 '''
 results = []
+def ignore_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
 for ignored in (True, True, True, False):
     proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) if ignored else None)
+                            preexec_fn=ignore_sigint if ignored else None)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
