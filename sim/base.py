@@ -259,6 +259,15 @@ class ArmEnv(gymnasium.Env):
         """Tool centre point position (m, world = base frame)."""
         return self.data.site_xpos[self._tcp].copy()
 
+    def target_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The commanded end-effector target: position (m) and orientation (w, x, y, z).
+
+        Every action moves this target (then the safety filter), whoever sent it: a policy, a
+        person or an expert. Experts that say where the target should go follow it through
+        :func:`handrail.sim.make_expert` so that they stay right after others acted.
+        """
+        return np.array(self._target_pos, np.float64), np.array(self._target_quat, np.float64)
+
     @property
     def ee_quat(self) -> np.ndarray:
         """Tool orientation (w, x, y, z), sign chosen near the nominal gripper-down (0, 1, 0, 0)."""

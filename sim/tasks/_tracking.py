@@ -6,10 +6,15 @@ up while the arm is blocked by a contact and presses ever harder. These experts 
 where the target should be, e.g. ``ee + small step`` while pushing or inserting, so the contact
 force stays at ``stiffness * step``. :class:`TargetTracker` keeps a copy of the env's target,
 updated with exactly the decoded action and the same safety filter the env applies, and turns a
-wanted target into the action that produces it. It reads only the observation.
+wanted target into the action that produces it. It reads only the observation, unless told to
+follow the env's own target (:meth:`TargetTracker.follow`): the copy is right only while the
+expert alone acts, so an expert that takes over from a policy or a person (the simulated person,
+a residual's expert base) must follow the env, or it steers from a target the others moved.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,7 +39,12 @@ class TargetTracker:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self._safety = SafetyFilter(config.safety)
+        self._source: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
         self.reset()
+
+    def follow(self, target_pose: Callable[[], tuple[np.ndarray, np.ndarray]]) -> None:
+        """Read the env's target (``ArmEnv.target_pose``) at every action instead of the copy."""
+        self._source = target_pose
 
     def reset(self) -> None:
         """Forget the target; the next observation's pose becomes the target (as at env reset)."""
@@ -62,7 +72,9 @@ class TargetTracker:
         proprio = np.asarray(proprio, dtype=np.float64)
         ee = proprio[PROPRIO_SLICES["ee_pos_m"]]
         quat = proprio[PROPRIO_SLICES["ee_quat_wxyz"]]
-        if self._pos is None:
+        if self._source is not None:
+            self._pos, self._quat = self._source()
+        elif self._pos is None:
             self._pos, self._quat = ee.copy(), quat.copy()
         rotvec = np.zeros(3)
         if target_yaw_rad is not None:
