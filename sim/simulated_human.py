@@ -22,8 +22,11 @@ more than 0.03.)
 The person notices after ``patience_steps`` consecutive off-course steps, acts from
 ``reaction_delay_steps`` later (the policy keeps acting in between), acts at least
 ``min_takeover_steps``, then hands back (``handback="fixed"``) or hands back once the policy's
-proposals have agreed with the expert for ``patience_steps`` steps in a row
-(``handback="agree"``). A person never acts more than ``budget_steps`` per episode.
+proposals have agreed with the expert for ``patience_steps`` judged steps in a row
+(``handback="agree"``; a step where the expert barely moves, such as a fine insertion, judges
+nothing and neither counts nor breaks the streak, so the person does not hand back mid-insertion
+to a policy that merely stands still). A person never acts more than ``budget_steps`` per
+episode.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ class SimulatedHumanConfig:
     """Steps the person acts before handing back."""
     handback: Literal["fixed", "agree"] = "agree"
     """fixed: hand back after min_takeover_steps; agree: after that, once the policy's
-    proposals agreed with the expert for patience_steps steps in a row."""
+    proposals agreed with the expert for patience_steps judged steps in a row (steps where the
+    expert moves less than min_expert_motion do not count)."""
     budget_steps: int = 40
     """Most steps the person acts in one episode."""
     stall_steps: int = 15
@@ -98,6 +102,12 @@ class SimulatedHumanConfig:
             raise ValueError("SimulatedHumanConfig: invalid " + "; ".join(problems))
 
 
+def judged(expert: np.ndarray, config: SimulatedHumanConfig) -> bool:
+    """Whether the expert's action moves enough for the policy's direction to be judged."""
+    motion = float(np.linalg.norm(np.asarray(expert, np.float64)[:3]))
+    return motion >= max(config.min_expert_motion, 1e-9)
+
+
 def off_course(
     proposal: np.ndarray, expert: np.ndarray, config: SimulatedHumanConfig, has_gripper: bool
 ) -> bool:
@@ -105,9 +115,9 @@ def off_course(
     p, e = np.asarray(proposal, np.float64), np.asarray(expert, np.float64)
     if has_gripper and config.gripper and np.sign(p[-1]) != np.sign(e[-1]) and e[-1] != 0:
         return True
-    e_norm = float(np.linalg.norm(e[:3]))
-    if e_norm < max(config.min_expert_motion, 1e-9):
+    if not judged(e, config):
         return False
+    e_norm = float(np.linalg.norm(e[:3]))
     p_norm = float(np.linalg.norm(p[:3]))
     if p_norm < 1e-9:
         return True  # standing still while the expert moves
@@ -172,7 +182,10 @@ class SimulatedHuman:
         good = np.asarray(self.expert(obs), np.float32)  # called every step: experts keep phase
         strayed = off_course(proposal, good, cfg, self.has_gripper)
         self.off_streak = self.off_streak + 1 if strayed else 0
-        self.agree_streak = 0 if strayed else self.agree_streak + 1
+        if strayed:
+            self.agree_streak = 0
+        elif judged(good, cfg):
+            self.agree_streak += 1
         failing = self._watch_progress()
         if self.engaged:
             done = self.acting_steps >= cfg.min_takeover_steps and (

@@ -81,6 +81,36 @@ def test_agree_handback_waits_for_the_policy_to_agree() -> None:
     assert acted == [0, 1, 1, 1, 1, 1, 0, 0]  # back once its proposals agreed twice in a row
 
 
+class ScriptedExpert(ConstantExpert):
+    """Plays ``actions`` in order, one per call."""
+
+    def __init__(self, actions: list[np.ndarray]) -> None:
+        super().__init__()
+        self.actions = iter(actions)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        self.calls += 1
+        return next(self.actions)
+
+
+def test_agreement_counts_only_steps_where_the_expert_moves_enough_to_judge() -> None:
+    """A fine insertion: the expert's steps are too small to judge a direction from, so a
+    policy standing still neither strays nor agrees there; the person keeps control through them
+    and hands back only after two judged steps that agree."""
+    fine = np.array([0.05, 0.0, 0.0, 1.0], np.float32)
+    still = np.array([0.0, 0.0, 0.0, 1.0], np.float32)
+    cfg = SimulatedHumanConfig(patience_steps=2, reaction_delay_steps=0, min_takeover_steps=2)
+    expert = ScriptedExpert([GOOD, GOOD, *[fine] * 6, GOOD, GOOD, GOOD])
+    human = SimulatedHuman(expert, cfg)
+    acted = who(human, [BAD, BAD, *[still] * 6, GOOD, GOOD, GOOD])
+    assert acted == [0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0]
+    # an unjudged step neither completes the streak nor breaks it; a straying step breaks it
+    expert = ScriptedExpert([GOOD, GOOD, GOOD, fine, GOOD, GOOD, GOOD, GOOD])
+    human = SimulatedHuman(expert, cfg)
+    acted = who(human, [BAD, BAD, GOOD, still, BAD, GOOD, GOOD, GOOD])
+    assert acted == [0, 1, 1, 1, 1, 1, 0, 0]
+
+
 def test_budget_caps_the_steps_per_episode_and_reset_refills_it() -> None:
     cfg = SimulatedHumanConfig(patience_steps=1, reaction_delay_steps=0, min_takeover_steps=50,
                                budget_steps=5)  # fmt: skip
