@@ -63,16 +63,19 @@ def make(task: str, *, render_mode: str | None = None, **overrides: Any) -> gymn
 def make_expert(task: str, env: gymnasium.Env | None = None) -> Expert:
     """The task's scripted expert, for ``env``'s config (default config when env is None).
 
-    Given ``env``, an expert that steers the env's end-effector target (peg_insert, push)
+    Given ``env``, an expert that steers the env's end-effector target through a
+    :class:`~handrail.sim.tasks._tracking.TargetTracker` (its ``tracker``: peg_insert, push)
     follows that env's target, so it acts right also when it takes over from a policy (the
     simulated person, an expert residual base). Run it on that env only.
     """
+    from handrail.sim.tasks._tracking import TargetTracker
+
     spec = _spec(task)
     config = env.unwrapped.config if env is not None else spec.config_cls()
     expert = spec.expert_cls(config)
-    follow_env = getattr(expert, "follow_env", None)
-    if env is not None and follow_env is not None:
-        follow_env(env.unwrapped)
+    tracker = getattr(expert, "tracker", None)
+    if env is not None and isinstance(tracker, TargetTracker):
+        tracker.follow(env.unwrapped.target_pose)
     return expert
 
 

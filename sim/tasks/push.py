@@ -186,11 +186,6 @@ class PushExpert:
         self.planner.reset()
         self.tracker.reset()
 
-    def follow_env(self, env: ArmEnv) -> None:
-        """Steer from ``env``'s own target, also after a policy or a person acted (see
-        :mod:`._tracking`)."""
-        self.tracker.follow(env.target_pose)
-
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Next action, with the gripper closed so the fingers form a pusher."""
         proprio = obs["proprio"].astype(np.float64)
