@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import rclpy
+from rclpy.duration import Duration
 from rclpy.node import Node
 from std_msgs.msg import Bool, Float32MultiArray, String
 
@@ -226,6 +227,10 @@ def run(args: list[str] | None = None) -> int:
     finally:
         # A second Ctrl-C (ros2 launch sends SIGINT, then more) must not cut the final commits.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if node.context.ok():
+            # The last episode's status must reach its subscribers before the node goes: a
+            # reliable message still unacknowledged when its writer is destroyed is lost.
+            status.wait_for_all_acked(Duration(seconds=2.0))
         if learner is not None:
             learner.close()
         for sink in sinks:

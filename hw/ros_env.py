@@ -150,9 +150,9 @@ class RosArmEnv(gymnasium.Env):
         )
         self._executor = SingleThreadedExecutor()
         self._executor.add_node(self.node)
-        self._spin = threading.Thread(
-            target=self._executor.spin, name=f"{node_name} spin", daemon=True
-        )
+        self._closing = False
+        self._spin = threading.Thread(target=self._spin_until_closed, name=f"{node_name} spin",
+                                      daemon=True)  # fmt: skip
         self._spin.start()
         self._target: tuple[tuple[float, ...], tuple[float, ...]] | None = None
         self._steps = 0
@@ -344,8 +344,19 @@ class RosArmEnv(gymnasium.Env):
         }
         return obs, float(success), terminated, truncated, info
 
+    def _spin_until_closed(self) -> None:
+        """Spin the node; an executor shut down by :meth:`close` mid-spin is the requested stop
+        (rclpy raises from the destroyed guard condition), any other error is not."""
+        try:
+            self._executor.spin()
+        except Exception:
+            if not self._closing:
+                raise
+
     def close(self) -> None:
         """Stop spinning and destroy the node."""
+        self._closing = True
         self._executor.shutdown(timeout_sec=1.0)
+        self._spin.join(timeout=2.0)
         if self._own_node:
             self.node.destroy_node()
