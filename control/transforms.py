@@ -33,6 +33,7 @@ __all__ = [
     "quat_to_rotvec",
     "rotvec_to_quat",
     "rotvec_to_quat_floats",
+    "yaw_between",
     "yaw_from_quat",
 ]
 
@@ -234,6 +235,14 @@ def yaw_from_quat(q: ArrayLike) -> NDArray[np.float64] | float:
     w, x, y, z = np.moveaxis(_as_vec(q, 4, "q"), -1, 0)
     yaw = np.arctan2(2.0 * (w * z + x * y), w * w + x * x - y * y - z * z)
     return float(yaw) if np.ndim(yaw) == 0 else yaw
+
+
+def yaw_between(to_quat: ArrayLike, from_quat: ArrayLike, period_rad: float = 2 * np.pi) -> float:
+    """The turn about base z (rad) from ``from_quat``'s heading to ``to_quat``'s, wrapped into
+    ``[-period/2, period/2)``: pass ``pi / 2`` for a square part that looks the same every
+    quarter turn."""
+    turn = float(yaw_from_quat(to_quat)) - float(yaw_from_quat(from_quat))
+    return (turn + period_rad / 2) % period_rad - period_rad / 2
 
 
 def quat_angle(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64] | float:

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from handrail.control.spaces import ActionConfig
+from handrail.control.transforms import yaw_between
 
 __all__ = ["MIRRORS", "ObsTerm", "TaskMirror", "mirror"]
 
@@ -38,18 +39,22 @@ class ObsTerm:
     """One observation key computed from poses.
 
     ``pose``: the object's position and quaternion (7); ``position``: its position (3);
-    ``offset_dm``: ``(of - origin)`` positions in decimetres (3), ``origin`` an object or tcp.
+    ``offset_dm``: ``(of - origin)`` positions in decimetres (3), ``origin`` an object or tcp;
+    ``yaw_rad``: the yaw turn from ``origin``'s heading to ``of``'s, wrapped into
+    ``[-period/2, period/2)`` (1), ``origin`` an object.
     """
 
     key: str
-    kind: Literal["pose", "position", "offset_dm"]
+    kind: Literal["pose", "position", "offset_dm", "yaw_rad"]
     of: str
     origin: str = TCP
+    period_rad: float = 2 * np.pi
+    """``yaw_rad`` only: the turn after which ``of`` looks the same (pi/2 for a square part)."""
 
     @property
     def size(self) -> int:
         """Length of the observation vector."""
-        return 7 if self.kind == "pose" else 3
+        return {"pose": 7, "yaw_rad": 1}.get(self.kind, 3)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class TaskMirror:
                 value = np.concatenate([pos, quat])
             elif term.kind == "position":
                 value = np.asarray(pos, np.float64)
+            elif term.kind == "yaw_rad":
+                value = np.array([yaw_between(quat, poses[term.origin][1], term.period_rad)])
             else:
                 origin = tcp if term.origin == TCP else np.asarray(poses[term.origin][0])
                 value = (np.asarray(pos, np.float64) - origin) * DM_PER_M
@@ -121,6 +128,7 @@ MIRRORS: dict[str, TaskMirror] = {
             ObsTerm("peg", "pose", "peg"),
             ObsTerm("hole", "pose", "hole"),
             ObsTerm("entry_from_tip_dm", "offset_dm", "hole", "peg"),
+            ObsTerm("hole_yaw_from_peg_rad", "yaw_rad", "hole", "peg", period_rad=np.pi / 2),
         ),
         action=ActionConfig(rotation="yaw", gripper=False),
     ),

@@ -34,6 +34,10 @@ class BCCommand:
     """Use only the first N successful episodes."""
     run_dir: Path | None = None
     """Run folder (default runs/<task>-bc-s<seed>-<time>)."""
+    ignore_obs_keys: tuple[str, ...] = ()
+    """Observation keys the policy leaves out. With few demos, cloning only the relative keys
+    generalises far better: on peg_insert ``--ignore-obs-keys proprio peg hole`` keeps
+    ``entry_from_tip_dm`` and ``hole_yaw_from_peg_rad``."""
     eval_episodes: int = 50
     """Episodes of the final evaluation on the task (0: none)."""
     seed: int = 0
@@ -75,12 +79,18 @@ def bc(cmd: Annotated[BCCommand, tyro.conf.arg(name="")]) -> int:
             raise ValueError("the store holds no successful episodes")
         data = reader.load(episodes=ids)
         env = make_env(task, **preset(task).env)
-        obs_spec, action_spec = (
-            ObsSpec.from_space(env.observation_space),
-            ActionSpec.from_space(env.action_space),
-        )
-        check_fields(data, obs_spec, action_spec)
     except (StoreError, ValueError) as exc:
+        raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
+    try:
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cmd.ignore_obs_keys)
+    except (TypeError, ValueError) as exc:
+        env.close()
+        raise ValueError(f"--ignore-obs-keys {' '.join(cmd.ignore_obs_keys)}: {exc}") from exc
+    action_spec = ActionSpec.from_space(env.action_space)
+    try:
+        check_fields(data, obs_spec, action_spec)
+    except ValueError as exc:
+        env.close()
         raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
     run_path = (
         cmd.run_dir or Path("runs") / f"{task}-bc-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -91,7 +101,8 @@ def bc(cmd: Annotated[BCCommand, tyro.conf.arg(name="")]) -> int:
 
     with RunDir(run_path, tensorboard=False) as run:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
-                          "episodes": ids, "seed": cmd.seed, "bc": config.to_json()})  # fmt: skip
+                          "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
+                          "ignore_obs_keys": list(cmd.ignore_obs_keys)})  # fmt: skip
 
         def log(record: dict[str, Any]) -> None:
             run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})

@@ -23,7 +23,8 @@ Writing a task (one file in ``sim/tasks/``, discovered automatically)
      to go next as base-frame offsets in decimetres (:func:`offset_dm`, e.g. the object from
      the tool centre point): from 20 demos, sparse-reward pick_cube went from 0% to 100%
      success with them, because networks learn centimetre-scale differences of metre-scale
-     positions slowly.
+     positions slowly. The same holds for turns: give a yaw error in radians, wrapped by the
+     part's symmetry (peg_insert's ``hole_yaw_from_peg_rad``), not only two quaternions.
    - ``is_success()``: bool; ``dense_reward()``: shaped reward (used when ``reward="dense"``).
 3. A scripted expert: ``reset(seed=None)`` and ``__call__(obs) -> float32 action in [-1, 1]``,
    constructed as ``Expert(config)``, using only the observation. Build actions with

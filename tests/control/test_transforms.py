@@ -23,6 +23,7 @@ from handrail.control.transforms import (
     quat_to_rotvec,
     rotvec_to_quat,
     rotvec_to_quat_floats,
+    yaw_between,
     yaw_from_quat,
 )
 
@@ -142,6 +143,24 @@ def test_yaw_round_trip_including_gripper_down(yaw: float) -> None:
     assert yaw_from_quat(quat_from_yaw(yaw)) == pytest.approx(yaw)
     down = quat_mul(quat_from_yaw(yaw), [0, 1, 0, 0])  # pointing down, then yawed about base z
     assert yaw_from_quat(down) == pytest.approx(yaw)
+
+
+@pytest.mark.parametrize(
+    ("to_yaw", "from_yaw", "period", "expected"),
+    [(0.3, 0.1, 2 * np.pi, 0.2),
+     (3.0, -3.0, 2 * np.pi, 6.0 - 2 * np.pi),  # the short way round, not 6 rad
+     (1.2, 0.0, np.pi / 2, 1.2 - np.pi / 2),  # a square part: a quarter turn less is the same
+     (-0.7, 0.2, np.pi / 2, -0.9 + np.pi / 2),
+     (0.1, 0.1 + np.pi / 2, np.pi / 2, 0.0)],
+)  # fmt: skip
+def test_yaw_between_wraps_into_half_a_period_either_way(
+    to_yaw: float, from_yaw: float, period: float, expected: float
+) -> None:
+    down = np.array([0.0, 1.0, 0.0, 0.0])  # a gripper pointing down, as the peg is held
+    to_q, from_q = quat_mul(quat_from_yaw(to_yaw), down), quat_mul(quat_from_yaw(from_yaw), down)
+    turn = yaw_between(to_q, from_q, period)
+    assert turn == pytest.approx(expected, abs=1e-9)
+    assert -period / 2 <= turn < period / 2
 
 
 def test_single_fast_paths_match_batched_paths() -> None:

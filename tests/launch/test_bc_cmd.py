@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from handrail.launch import cli
@@ -53,6 +54,28 @@ def test_the_checkpoint_is_a_residual_base(reach_demos: Path, tmp_path: Path) ->
     assert base(obs).shape == env.action_space.shape
 
 
+def test_ignored_keys_are_left_out_of_the_policy_but_not_of_the_observation(
+    reach_demos: Path, tmp_path: Path
+) -> None:
+    from handrail.launch.bases import make_base
+    from handrail.launch.envs import make_env
+
+    run = tmp_path / "bc"
+    argv = ["bc", "--demos", str(reach_demos), "--run-dir", str(run), "--no-progress",
+            "--eval-episodes", "0", "--bc.steps", "50", "--ignore-obs-keys", "proprio", "goal"]  # fmt: skip
+    assert cli.main(argv) == 0
+    meta = json.loads((run / "checkpoints" / "best" / "bc.json").read_text())
+    assert meta["obs_spec"]["keys"] == ["goal_from_tcp_dm"]
+    assert json.loads((run / "config.json").read_text())["ignore_obs_keys"] == ["proprio", "goal"]
+    env = make_env("reach")
+    base = make_base(f"bc:{run}", "reach", env)
+    obs, _ = env.reset(seed=0)
+    base.reset(seed=0)
+    action = base(obs)  # the env's full observation: the policy picks its keys out
+    moved = dict(obs, proprio=obs["proprio"] + 1.0, goal=obs["goal"] + 1.0)
+    np.testing.assert_array_equal(base(moved), action)  # the left-out keys change nothing
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -60,6 +83,10 @@ def test_the_checkpoint_is_a_residual_base(reach_demos: Path, tmp_path: Path) ->
         (["--task", "pick_cube"], "lacks observation field"),
         (["--bc.horizon", "2", "--bc.execute", "3"], "execute"),
         (["--max-episodes", "0"], "--max-episodes"),
+        (
+            ["--ignore-obs-keys", "goal", "cube"],
+            "--ignore-obs-keys goal cube: ObsSpec: cannot ignore",
+        ),
     ],
 )
 def test_bad_input_is_one_line(

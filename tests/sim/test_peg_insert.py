@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from handrail import sim
-from handrail.control.transforms import quat_rotate
+from handrail.control.transforms import quat_from_yaw, quat_rotate, yaw_from_quat
 from handrail.sim.base import PROPRIO_SLICES
 from handrail.sim.tasks._peg_expert import PegInsertPlanner
 from handrail.sim.tasks.peg_insert import PegInsertEnv, peg_inserted
@@ -46,7 +46,7 @@ def test_env_checkers_pass() -> None:
 def test_spaces_and_observation_keys() -> None:
     env = sim.make("peg_insert")
     obs, info = env.reset(seed=0)
-    assert set(obs) == {"proprio", "peg", "hole", "entry_from_tip_dm"}
+    assert set(obs) == {"proprio", "peg", "hole", "entry_from_tip_dm", "hole_yaw_from_peg_rad"}
     np.testing.assert_allclose(
         obs["entry_from_tip_dm"], (obs["hole"][:3] - obs["peg"][:3]) * 10, rtol=1e-5
     )
@@ -143,3 +143,19 @@ def test_planner_spiral_searches_after_a_jam_on_the_rim() -> None:
     assert moves[-1][2] > 0 and planner.phase == "align"  # backs off upwards
     aim = planner.hover_step(tip, hole)
     assert np.linalg.norm(aim[:2]) > 0  # the next try is off the hole axis (spiral point)
+
+
+@pytest.mark.parametrize(("turn", "observed"), [(0.3, 0.3), (0.3 + np.pi / 2, 0.3),
+                                                 (np.pi / 2 - 0.1, -0.1), (-np.pi, 0.0)])  # fmt: skip
+def test_hole_yaw_is_the_smallest_turn_that_lines_the_peg_up(turn: float, observed: float) -> None:
+    env = sim.make("peg_insert")
+    env.reset(seed=1)
+    u = env.unwrapped
+    peg_yaw = float(yaw_from_quat(u.peg_tip()[1]))
+    mocap = u.model.body("hole").mocapid[0]
+    u.data.mocap_quat[mocap] = quat_from_yaw(peg_yaw + turn)
+    mujoco.mj_forward(u.model, u.data)
+    obs = u.task_obs()
+    assert obs["hole_yaw_from_peg_rad"].shape == (1,)
+    assert float(obs["hole_yaw_from_peg_rad"][0]) == pytest.approx(observed, abs=1e-6)
+    env.close()
