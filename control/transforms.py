@@ -33,6 +33,7 @@ __all__ = [
     "quat_to_rotvec",
     "rotvec_to_quat",
     "rotvec_to_quat_floats",
+    "wrap_angle",
     "yaw_between",
     "yaw_from_quat",
 ]
@@ -237,12 +238,17 @@ def yaw_from_quat(q: ArrayLike) -> NDArray[np.float64] | float:
     return float(yaw) if np.ndim(yaw) == 0 else yaw
 
 
+def wrap_angle(angle_rad: float, period_rad: float = 2 * np.pi) -> float:
+    """Wrap an angle into ``[-period/2, period/2)``."""
+    return float((angle_rad + period_rad / 2) % period_rad - period_rad / 2)
+
+
 def yaw_between(to_quat: ArrayLike, from_quat: ArrayLike, period_rad: float = 2 * np.pi) -> float:
     """The turn about base z (rad) from ``from_quat``'s heading to ``to_quat``'s, wrapped into
     ``[-period/2, period/2)``: pass ``pi / 2`` for a square part that looks the same every
     quarter turn."""
     turn = float(yaw_from_quat(to_quat)) - float(yaw_from_quat(from_quat))
-    return (turn + period_rad / 2) % period_rad - period_rad / 2
+    return wrap_angle(turn, period_rad)
 
 
 def quat_angle(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64] | float:

@@ -20,13 +20,8 @@ import numpy as np
 
 from handrail.control.safety import SafetyFilter
 from handrail.control.spaces import decode_action
-from handrail.control.transforms import quat_mul, rotvec_to_quat, yaw_from_quat
+from handrail.control.transforms import quat_mul, rotvec_to_quat, wrap_angle, yaw_from_quat
 from handrail.sim.base import PROPRIO_SLICES, SimConfig, expert_action
-
-
-def wrap_angle(angle_rad: float, period_rad: float = 2 * np.pi) -> float:
-    """Wrap an angle into ``[-period/2, period/2)``."""
-    return float((angle_rad + period_rad / 2) % period_rad - period_rad / 2)
 
 
 class TargetTracker:
