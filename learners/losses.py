@@ -23,6 +23,7 @@ Params = Any
 PolicyFn = Callable[[Params, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 CriticFn = Callable[[Params, jax.Array, jax.Array], jax.Array]
 ModeFn = Callable[[Params, jax.Array], jax.Array]
+AnchorFn = Callable[[jax.Array], jax.Array]
 
 
 class Batch(NamedTuple):
@@ -111,6 +112,8 @@ def actor_loss(
     bc_weight: float = 0.0,
     intervention_bc_weight: float = 0.0,
     mode_fn: ModeFn | None = None,
+    anchor_weight: float = 0.0,
+    anchor_fn: AnchorFn | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Policy loss ([SAC] Eq. 7): E[alpha * log pi(a|s) - mean_i Q_i(s, a)], a ~ pi (reparam.).
 
@@ -122,7 +125,9 @@ def actor_loss(
     gives the deterministic action tanh(mean) (the one evaluation uses). With
     ``intervention_bc_weight > 0`` the same term, over the person's corrections only
     (``batch.human``), is added with that weight: the policy imitates what the person did in
-    the states it got itself into (HG-DAgger's rule, on top of HIL-SERL's sampling).
+    the states it got itself into (HG-DAgger's rule, on top of HIL-SERL's sampling). With
+    ``anchor_weight > 0`` the same term, over every row, pulls the deterministic action towards
+    ``anchor_fn(obs)`` (a residual's base action: a penalty on the size of its correction).
 
     Metrics include the entropy estimate -log pi over all rows, the online rows and the
     offline rows (``actor/entropy``, ``actor/entropy_online``, ``actor/entropy_offline``).
@@ -138,10 +143,13 @@ def actor_loss(
     }
     loss = sac_loss
     human = batch.human is not None and intervention_bc_weight > 0.0
-    if bc_weight > 0.0 or human:
+    if anchor_weight > 0.0 and anchor_fn is None:
+        raise ValueError("actor_loss: an anchor weight > 0 needs anchor_fn")
+    if bc_weight > 0.0 or human or anchor_weight > 0.0:
         if mode_fn is None:
-            raise ValueError("actor_loss: a behaviour-cloning weight > 0 needs mode_fn")
-        err = jnp.mean((mode_fn(actor_params, batch.obs) - batch.action) ** 2, axis=-1)
+            raise ValueError("actor_loss: a behaviour-cloning or anchor weight > 0 needs mode_fn")
+        mode = mode_fn(actor_params, batch.obs)
+        err = jnp.mean((mode - batch.action) ** 2, axis=-1)
         scale = jax.lax.stop_gradient(jnp.mean(jnp.abs(q)))
         if bc_weight > 0.0:
             bc = masked_mean(err, 1.0 - online)
@@ -151,6 +159,10 @@ def actor_loss(
             human_bc = masked_mean(err, jnp.asarray(batch.human, jnp.float32))
             loss = loss + intervention_bc_weight * scale * human_bc
             metrics["actor/intervention_bc_mse"] = human_bc
+        if anchor_fn is not None and anchor_weight > 0.0:
+            anchor = jnp.mean((mode - anchor_fn(batch.obs)) ** 2)
+            loss = loss + anchor_weight * scale * anchor
+            metrics["actor/anchor_mse"] = anchor
     metrics["actor/loss"] = loss
     return loss, metrics
 

@@ -89,6 +89,11 @@ class SACConfig:
     in normalised units, and the critics see the observation without the base action and the
     executed action. The actor's mean layer starts at zero, so the untrained policy's
     deterministic action is the base action, bit for bit."""
+    residual_penalty: float = 0.0
+    """Residual RL: weight of a penalty on the size of the correction, over every row,
+    TD3+BC-scaled like ``bc_weight`` (0 = off): the correction stays near zero where the critics
+    give no consistent reason to move it, so the residual does not drift the base off course
+    while its critics are still learning."""
     actor_delay_blocks: int = 0
     """Update blocks with critic steps only before the actor (and temperature) start learning
     (a residual's critic learns the base policy's values first)."""
@@ -116,6 +121,7 @@ class SACConfig:
             "td3_noise": self.td3_noise >= 0.0,
             "td3_target_noise": self.td3_target_noise >= 0.0,
             "residual_scale": 0.0 <= self.residual_scale <= 2.0,
+            "residual_penalty": self.residual_penalty >= 0.0,
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
@@ -126,7 +132,7 @@ class SACConfig:
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
                 "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
-                "actor_delay_blocks >= 0)"
+                "residual_penalty >= 0, actor_delay_blocks >= 0)"
             )
 
     @classmethod
@@ -287,8 +293,11 @@ class SAC:
         """The executed action: ``action`` itself, or clip(base + scale * action) if residual."""
         if not self.residual:
             return action
-        base = obs[..., self.base_columns]
-        return jnp.clip(base + self.config.residual_scale * action, -1.0, 1.0)
+        return jnp.clip(self.base_action(obs) + self.config.residual_scale * action, -1.0, 1.0)
+
+    def base_action(self, obs: jax.Array) -> jax.Array:
+        """A residual's base action, read from a flat observation."""
+        return obs[..., self.base_columns]
 
     def critic_obs(self, obs: jax.Array) -> jax.Array:
         """What the critics see of a flat observation (a residual's critics: not the base)."""
@@ -390,6 +399,8 @@ class SAC:
             bc_weight=self.config.bc_weight,
             intervention_bc_weight=self.config.intervention_bc_weight,
             mode_fn=self.mode_fn,
+            anchor_weight=self.config.residual_penalty if self.residual else 0.0,
+            anchor_fn=self.base_action if self.residual else None,
         )
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
         actor_params = optax.apply_updates(state.actor_params, updates)

@@ -189,6 +189,36 @@ def test_intervention_bc_term_covers_the_persons_rows_only() -> None:
     assert float(no_human) == pytest.approx(sac_part, rel=1e-6)
 
 
+def test_anchor_term_pulls_every_rows_action_towards_the_anchor() -> None:
+    critic = {"q": jnp.array([1.0, 3.0]), "w": jnp.array([2.0, 4.0])}
+    # a residual's anchor is its base action: 0.2 on the demo row, -0.3 on the online row
+    anchor = jnp.array([[0.2], [-0.3]])
+    batch = BATCH._replace(obs=jnp.zeros((2, 3)).at[:, 0].set(anchor[:, 0]))
+
+    def loss_fn(params, weight):
+        return losses.actor_loss(
+            params, critic, jnp.asarray(0.2), batch, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, mode_fn=constant_mode,
+            anchor_weight=weight, anchor_fn=lambda obs: obs[:, :1],
+        )  # fmt: skip
+
+    loss, metrics = loss_fn({"scale": 1.0}, 0.5)
+    # mode 0.5 on both rows: (0.3^2 + 0.8^2) / 2 = 0.365, over every row (online ones too);
+    # mean |Q| = 3.5 as above, a constant of the gradient
+    assert float(metrics["actor/anchor_mse"]) == pytest.approx(0.365, rel=1e-6)
+    assert float(loss) == pytest.approx(0.2 * LOG_PROB - 3.5 + 0.5 * 3.5 * 0.365, rel=1e-6)
+    # d/d scale of the anchor part: 0.5 * 3.5 * (2 * 0.3 * 0.5 + 2 * 0.8 * 0.5) / 2
+    grad = jax.grad(lambda p: loss_fn(p, 0.5)[0])({"scale": 1.0})
+    assert float(grad["scale"]) == pytest.approx(-1.5 + 0.5 * 3.5 * 0.55, rel=1e-6)
+    assert "actor/anchor_mse" not in loss_fn({"scale": 1.0}, 0.0)[1]
+    with pytest.raises(ValueError, match="anchor_fn"):
+        losses.actor_loss(
+            {"scale": 1.0}, critic, jnp.asarray(0.2), batch, jax.random.PRNGKey(0),
+            policy_fn=constant_policy, critic_fn=constant_critic, mode_fn=constant_mode,
+            anchor_weight=1.0,
+        )  # fmt: skip
+
+
 def test_actor_loss_bc_without_mode_fn_is_a_clear_error() -> None:
     critic = {"q": jnp.array([1.0]), "w": jnp.array([0.0])}
     with pytest.raises(ValueError, match="mode_fn"):

@@ -114,6 +114,40 @@ def test_the_correction_never_exceeds_the_scale(algorithm: str) -> None:
     assert action.max() <= 1.0
 
 
+def test_the_residual_penalty_is_the_corrections_size_and_pulls_it_back() -> None:
+    """``residual_penalty`` measures executed - base on every row; with the critics' pull
+    outweighed, actor steps shrink a saturated correction towards the base."""
+    sac = residual_sac(algorithm="td3", residual_penalty=1000.0, actor_lr=1e-3)
+    state = sac.init(jax.random.PRNGKey(0))
+    params = jax.tree_util.tree_map(jnp.asarray, state.actor_params)
+    mean_layer = params["Dense_0"]  # the mean head: zero kernel, so the correction is its bias
+    assert mean_layer["bias"].shape == (sac.action_spec.dim,)
+    params["Dense_0"] = {**mean_layer, "bias": jnp.ones_like(mean_layer["bias"])}
+    state = dataclasses.replace(state, actor_params=params)  # correction 0.1 * tanh(1)
+    rng = np.random.default_rng(0)
+    obs = jnp.asarray(rng.uniform(-0.8, 0.8, (32, sac.obs_spec.dim)), jnp.float32)
+    batch = losses.Batch(obs=obs, action=jnp.zeros((32, sac.action_spec.dim)),
+                         reward=jnp.zeros(32), discount=jnp.full(32, 0.9), next_obs=obs,
+                         online=jnp.ones(32, bool))  # fmt: skip
+
+    def size(params: Any) -> float:
+        correction = np.asarray(sac.mode_fn(params, obs)) - np.asarray(obs)[:, sac.base_columns]
+        return float(np.mean(correction**2))
+
+    step = jax.jit(sac.actor_step)
+    new, metrics = step(state, batch, jax.random.PRNGKey(1))
+    assert float(metrics["actor/anchor_mse"]) == pytest.approx(size(state.actor_params), rel=1e-5)
+    assert size(state.actor_params) == pytest.approx((0.1 * np.tanh(1.0)) ** 2, rel=1e-5)
+    unpenalised = residual_sac(algorithm="td3", actor_lr=1e-3)
+    free_step, free = jax.jit(unpenalised.actor_step), state
+    for i in range(200):
+        new, _ = step(new, batch, jax.random.PRNGKey(2 + i))
+        free, metrics = free_step(free, batch, jax.random.PRNGKey(2 + i))
+    assert "actor/anchor_mse" not in metrics
+    assert size(new.actor_params) < 0.1 * size(state.actor_params)
+    assert size(free.actor_params) > 0.5 * size(state.actor_params)  # the critics alone
+
+
 def test_the_critic_target_uses_the_next_observations_base_action() -> None:
     """TD3 without smoothing noise and a zero residual: a' is exactly the next base action, and
     the critics see the observation without the base columns."""
@@ -276,6 +310,8 @@ def test_residual_learning_beats_its_base_on_the_point_task() -> None:
 def test_residual_config_checks() -> None:
     with pytest.raises(ValueError, match="residual_scale"):
         SACConfig(residual_scale=-0.1)
+    with pytest.raises(ValueError, match="residual_penalty"):
+        SACConfig(residual_penalty=-1.0)
     with pytest.raises(ValueError, match="algorithm"):
         SACConfig(algorithm="ppo")  # type: ignore[arg-type]
     assert (
