@@ -36,10 +36,28 @@ from handrail.launch.bench_learning_cmd import (
 RESIDUAL, SAC = "residual", "sac"
 GOALS = {RESIDUAL: 0.95, SAC: 0.9}
 """Sustained success each arm is timed to."""
-TASK_BC_ARGS = {"peg_insert": "--ignore-obs-keys proprio peg hole"}
-"""``handrail bc`` options added for one task. On peg_insert the base clones only where to go
-next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses and quaternions
-of 10 demos every BC variant tried stayed at 0-10% success."""
+DEFAULT_BC_ARGS = "--bc.horizon 8 --bc.temporal-ensemble --bc.val-fraction 0 --bc.steps 2000"
+"""``handrail bc`` options of the base on a task without an entry in :data:`TASK_BC_ARGS`:
+8-action chunks, temporally ensembled, on all 10 demos (one held-out episode would be a tenth
+of the data)."""
+TASK_BC_ARGS = {"peg_insert": ""}
+"""Per task, ``handrail bc`` options of the base. On peg_insert plain BC (one action per step,
+a held-out episode) on the relative keys reached 79% alone, chunked BC 37%."""
+DEFAULT_RESIDUAL_ARGS = "--sac.residual-scale 0.5 --sac.bc-weight 1"
+"""``handrail train`` options of the residual arm on a task without an entry in
+:data:`TASK_RESIDUAL_ARGS`. A 10-demo chunked BC base on pick_cube departs from the expert by
+0.4-0.8 per action dimension on its own states, more than the default 0.1 scale can correct."""
+TASK_RESIDUAL_ARGS = {
+    "peg_insert": "--sac.bc-weight 1 --sac.residual-penalty 10 --sac.actor-lr 1e-5",
+}
+"""Per task, ``handrail train`` options of the residual arm. On peg_insert a bias of 0.01 (0.3
+mm per step) on the base's x action takes it from 65% to 5%, so the correction stays small
+(scale 0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5)."""
+TASK_OBS_ARGS = {"peg_insert": "--ignore-obs-keys proprio peg hole"}
+"""Per task, observation options of the base and of both arms. On peg_insert they all see only
+where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses of
+10 demos every BC variant tried stayed at 0-10%, and a residual on them drifted the base down
+to 0-6% within 600 env steps of its actor starting."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +80,12 @@ class BenchResidualConfig:
     """Episodes per evaluation."""
     final_episodes: int = 100
     """Episodes of the base's and each run's final evaluation."""
-    bc_args: str = "--bc.horizon 8 --bc.temporal-ensemble --bc.val-fraction 0 --bc.steps 2000"
-    """``handrail bc`` options of the base: 8-action chunks, temporally ensembled, on all 10
-    demos (one held-out episode would be a tenth of the data); :data:`TASK_BC_ARGS` adds to
-    them per task."""
-    train_args: str = "--sac.residual-scale 0.5 --sac.bc-weight 1"
-    """More ``handrail train`` options for the residual runs. A 10-demo BC base departs from the
-    expert by 0.4-0.8 per action dimension on its own states, more than the default 0.1 scale
-    can correct."""
+    bc_args: str | None = None
+    """``handrail bc`` options of the base on every task (default: per task,
+    :data:`TASK_BC_ARGS` or :data:`DEFAULT_BC_ARGS`)."""
+    train_args: str | None = None
+    """More ``handrail train`` options for the residual runs on every task (default: per task,
+    :data:`TASK_RESIDUAL_ARGS` or :data:`DEFAULT_RESIDUAL_ARGS`)."""
     arms: tuple[str, ...] = (RESIDUAL, SAC)
     """Which arms to run (the table pairs them where both exist)."""
     jobs: int = 0
@@ -89,7 +105,7 @@ def _quick(cfg: BenchResidualConfig) -> BenchResidualConfig:
     return BenchResidualConfig(
         tasks=("pick_cube",), seeds=(0,), demos=cfg.demos, residual_steps=1_500, sac_steps=1_500,
         eval_every=500, eval_episodes=10, final_episodes=20,
-        bc_args=cfg.bc_args or "--bc.steps 500", train_args=cfg.train_args, arms=cfg.arms,
+        bc_args=cfg.bc_args if cfg.bc_args is not None else "--bc.steps 500", train_args=cfg.train_args, arms=cfg.arms,
         jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh, report_only=cfg.report_only,
     )  # fmt: skip
 
@@ -111,14 +127,26 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             )
     if not (bc_run / "checkpoints" / "best").exists():
         argv = ["bc", "--demos", str(store), "--task", task, "--run-dir", str(bc_run),
-                "--eval-episodes", "10", "--no-progress", *shlex.split(cfg.bc_args),
-                *shlex.split(TASK_BC_ARGS.get(task, ""))]  # fmt: skip
+                "--eval-episodes", "10", "--no-progress", *shlex.split(bc_args(cfg, task)),
+                *shlex.split(TASK_OBS_ARGS.get(task, ""))]  # fmt: skip
         if cli.main(argv) != 0:
             raise RuntimeError(f"bench residual: handrail bc on {store} failed")
     base_file = folder / "base.json"
     if not base_file.is_file():
         base_file.write_text(json.dumps(base_success(task, f"bc:{bc_run}", cfg.final_episodes)))
     return {"store": store, "base": f"bc:{bc_run}", **json.loads(base_file.read_text())}
+
+
+def bc_args(cfg: BenchResidualConfig, task: str) -> str:
+    """The base's ``handrail bc`` options on ``task``."""
+    return cfg.bc_args if cfg.bc_args is not None else TASK_BC_ARGS.get(task, DEFAULT_BC_ARGS)
+
+
+def residual_args(cfg: BenchResidualConfig, task: str) -> str:
+    """The residual arm's extra ``handrail train`` options on ``task``."""
+    if cfg.train_args is not None:
+        return cfg.train_args
+    return TASK_RESIDUAL_ARGS.get(task, DEFAULT_RESIDUAL_ARGS)
 
 
 def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:
@@ -154,9 +182,9 @@ def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run
                 argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
                         "--demos", str(info["store"]), "--eval-every", str(cfg.eval_every),
                         "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
-                        "--no-progress"]  # fmt: skip
+                        "--no-progress", *shlex.split(TASK_OBS_ARGS.get(task, ""))]  # fmt: skip
                 if arm == RESIDUAL:
-                    argv += ["--residual-on", info["base"], *shlex.split(cfg.train_args)]
+                    argv += ["--residual-on", info["base"], *shlex.split(residual_args(cfg, task))]
                 runs.append(Run(task, arm, seed, steps, folder, tuple(argv)))
     return runs
 

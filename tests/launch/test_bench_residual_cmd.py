@@ -47,3 +47,26 @@ def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
     assert (residual["steps_to_arm_goal"], sac["steps_to_arm_goal"]) == (3000, 4500)
     line = res.table([residual, sac], BASES)[2]
     assert line == "| pick_cube | 42% | 0 | 3,000 | 99% | 4,500 | 95% | 1.5 (1.5x) |"
+
+
+def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
+    """peg_insert's observation options go to both arms (a fair comparison) and to the base;
+    its residual options replace the default ones; --train-args replaces them on every task."""
+    bases = {**BASES, "peg_insert": {"store": Path("p"), "base": "bc:pb", "base_success": 0.8}}
+    cfg = res.BenchResidualConfig(tasks=("pick_cube", "peg_insert"), seeds=(0,), out=tmp_path)
+    runs = {(r.task, r.learner): " ".join(r.argv) for r in res.plan(cfg, bases)}
+    obs = res.TASK_OBS_ARGS["peg_insert"]
+    assert obs in runs["peg_insert", res.RESIDUAL] and obs in runs["peg_insert", res.SAC]
+    assert "--ignore-obs-keys" not in runs["pick_cube", res.RESIDUAL]
+    assert runs["peg_insert", res.RESIDUAL].endswith(res.TASK_RESIDUAL_ARGS["peg_insert"])
+    assert runs["pick_cube", res.RESIDUAL].endswith(res.DEFAULT_RESIDUAL_ARGS)
+    assert "--sac.bc-weight" not in runs["peg_insert", res.SAC]
+    assert res.bc_args(cfg, "peg_insert") == res.TASK_BC_ARGS["peg_insert"]
+    assert res.bc_args(cfg, "pick_cube") == res.DEFAULT_BC_ARGS
+    mine = res.BenchResidualConfig(tasks=("peg_insert",), seeds=(0,), out=tmp_path,
+                                   train_args="--sac.utd 4", bc_args="--bc.steps 9")  # fmt: skip
+    (residual, _) = res.plan(mine, bases)
+    assert (
+        residual.argv[-2:] == ("--sac.utd", "4")
+        and res.bc_args(mine, "peg_insert") == "--bc.steps 9"
+    )
