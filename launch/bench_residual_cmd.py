@@ -56,8 +56,8 @@ mm per step) on the base's x action takes it from 65% to 5%, so the correction s
 TASK_OBS_ARGS = {"peg_insert": "--ignore-obs-keys proprio peg hole"}
 """Per task, observation options of the base and of both arms. On peg_insert they all see only
 where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses of
-10 demos every BC variant tried stayed at 0-10%, and a residual on them drifted the base down
-to 0-6% within 600 env steps of its actor starting."""
+10 demos every BC variant tried stayed at 0-10%, and every residual variant tried on them drifted
+the base down to 0-36% within 600 env steps of its actor starting."""
 
 
 @dataclass(frozen=True)
