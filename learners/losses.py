@@ -143,8 +143,6 @@ def actor_loss(
     }
     loss = sac_loss
     human = batch.human is not None and intervention_bc_weight > 0.0
-    if anchor_weight > 0.0 and anchor_fn is None:
-        raise ValueError("actor_loss: an anchor weight > 0 needs anchor_fn")
     if bc_weight > 0.0 or human or anchor_weight > 0.0:
         if mode_fn is None:
             raise ValueError("actor_loss: a behaviour-cloning or anchor weight > 0 needs mode_fn")
@@ -159,7 +157,9 @@ def actor_loss(
             human_bc = masked_mean(err, jnp.asarray(batch.human, jnp.float32))
             loss = loss + intervention_bc_weight * scale * human_bc
             metrics["actor/intervention_bc_mse"] = human_bc
-        if anchor_fn is not None and anchor_weight > 0.0:
+        if anchor_weight > 0.0:
+            if anchor_fn is None:
+                raise ValueError("actor_loss: an anchor weight > 0 needs anchor_fn")
             anchor = jnp.mean((mode - anchor_fn(batch.obs)) ** 2)
             loss = loss + anchor_weight * scale * anchor
             metrics["actor/anchor_mse"] = anchor

@@ -121,7 +121,8 @@ class SACConfig:
             "td3_noise": self.td3_noise >= 0.0,
             "td3_target_noise": self.td3_target_noise >= 0.0,
             "residual_scale": 0.0 <= self.residual_scale <= 2.0,
-            "residual_penalty": self.residual_penalty >= 0.0,
+            "residual_penalty": self.residual_penalty >= 0.0
+            and (self.residual_penalty == 0.0 or self.residual_scale > 0.0),
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
@@ -132,7 +133,7 @@ class SACConfig:
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
                 "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
-                "residual_penalty >= 0, actor_delay_blocks >= 0)"
+                "residual_penalty >= 0 and only with residual_scale > 0, actor_delay_blocks >= 0)"
             )
 
     @classmethod
@@ -399,7 +400,7 @@ class SAC:
             bc_weight=self.config.bc_weight,
             intervention_bc_weight=self.config.intervention_bc_weight,
             mode_fn=self.mode_fn,
-            anchor_weight=self.config.residual_penalty if self.residual else 0.0,
+            anchor_weight=self.config.residual_penalty,
             anchor_fn=self.base_action if self.residual else None,
         )
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)

@@ -311,7 +311,9 @@ def test_residual_config_checks() -> None:
     with pytest.raises(ValueError, match="residual_scale"):
         SACConfig(residual_scale=-0.1)
     with pytest.raises(ValueError, match="residual_penalty"):
-        SACConfig(residual_penalty=-1.0)
+        SACConfig(residual_penalty=-1.0, residual_scale=0.1)
+    with pytest.raises(ValueError, match="residual_penalty"):
+        SACConfig(residual_penalty=1.0)  # plain SAC has no correction to penalise
     with pytest.raises(ValueError, match="algorithm"):
         SACConfig(algorithm="ppo")  # type: ignore[arg-type]
     assert (
