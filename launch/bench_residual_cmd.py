@@ -53,11 +53,10 @@ TASK_RESIDUAL_ARGS = {
 """Per task, ``handrail train`` options of the residual arm. On peg_insert a bias of 0.01 (0.3
 mm per step) on the base's x action takes it from 65% to 5%, so the correction stays small
 (scale 0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5)."""
-TASK_OBS_ARGS = {"peg_insert": "--ignore-obs-keys proprio peg hole"}
-"""Per task, observation options of the base and of both arms. On peg_insert they all see only
-where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses of
-10 demos every BC variant tried stayed at 0-10%, and every residual variant tried on them drifted
-the base down to 0-36% within 600 env steps of its actor starting."""
+# The base, like both arms, sees the task preset's observation keys (``preset(task)``): on
+# peg_insert only where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``). From the
+# absolute poses of 10 demos every BC variant tried stayed at 0-10%, and every residual variant
+# tried on them drifted the base down to 0-36% within 600 env steps of its actor starting.
 
 
 @dataclass(frozen=True)
@@ -128,8 +127,8 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             )
     if not (bc_run / "checkpoints" / "best").exists():
         argv = ["bc", "--demos", str(store), "--task", task, "--run-dir", str(bc_run),
-                "--eval-episodes", "10", "--no-progress", *shlex.split(bc_args(cfg, task)),
-                *shlex.split(TASK_OBS_ARGS.get(task, ""))]  # fmt: skip
+                "--eval-episodes", "10", "--no-progress", *base_obs_args(task),
+                *shlex.split(bc_args(cfg, task))]  # fmt: skip
         if cli.main(argv) != 0:
             raise RuntimeError(f"bench residual: handrail bc on {store} failed")
     base_file = folder / "base.json"
@@ -141,6 +140,15 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
 def bc_args(cfg: BenchResidualConfig, task: str) -> str:
     """The base's ``handrail bc`` options on ``task``."""
     return cfg.bc_args if cfg.bc_args is not None else TASK_BC_ARGS.get(task, DEFAULT_BC_ARGS)
+
+
+def base_obs_args(task: str) -> list[str]:
+    """``handrail bc`` options that give the base the observation keys of the task's preset
+    (both arms train with that preset, so all three see the same keys)."""
+    from handrail.launch.train_config import preset
+
+    ignored = preset(task).ignore_obs_keys
+    return ["--ignore-obs-keys", *ignored] if ignored else []
 
 
 def residual_args(cfg: BenchResidualConfig, task: str) -> str:
@@ -183,7 +191,7 @@ def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run
                 argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
                         "--demos", str(info["store"]), "--eval-every", str(cfg.eval_every),
                         "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
-                        "--no-progress", *shlex.split(TASK_OBS_ARGS.get(task, ""))]  # fmt: skip
+                        "--no-progress"]  # fmt: skip
                 if arm == RESIDUAL:
                     argv += ["--residual-on", info["base"], *shlex.split(residual_args(cfg, task))]
                 runs.append(Run(task, arm, seed, steps, folder, tuple(argv)))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from handrail.launch import bench_residual_cmd as res
 from handrail.launch.bench_learning_cmd import Run
+from handrail.launch.train_config import preset
 
 BASES = {"pick_cube": {"store": Path("s"), "base": "bc:b", "base_success": 0.42}}
 
@@ -50,14 +51,16 @@ def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
 
 
 def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
-    """peg_insert's observation options go to both arms (a fair comparison) and to the base;
-    its residual options replace the default ones; --train-args replaces them on every task."""
+    """peg_insert's residual options replace the default ones; --train-args replaces them on
+    every task. Both arms train with the task's preset observation keys and the base gets the
+    same ones (a fair comparison)."""
     bases = {**BASES, "peg_insert": {"store": Path("p"), "base": "bc:pb", "base_success": 0.8}}
     cfg = res.BenchResidualConfig(tasks=("pick_cube", "peg_insert"), seeds=(0,), out=tmp_path)
     runs = {(r.task, r.learner): " ".join(r.argv) for r in res.plan(cfg, bases)}
-    obs = res.TASK_OBS_ARGS["peg_insert"]
-    assert obs in runs["peg_insert", res.RESIDUAL] and obs in runs["peg_insert", res.SAC]
-    assert "--ignore-obs-keys" not in runs["pick_cube", res.RESIDUAL]
+    assert not any("--ignore-obs-keys" in argv for argv in runs.values())  # the preset's keys
+    assert res.base_obs_args("peg_insert") == ["--ignore-obs-keys", "proprio", "peg", "hole"]
+    assert preset("peg_insert").ignore_obs_keys == ("proprio", "peg", "hole")
+    assert res.base_obs_args("pick_cube") == [] == list(preset("pick_cube").ignore_obs_keys)
     assert runs["peg_insert", res.RESIDUAL].endswith(res.TASK_RESIDUAL_ARGS["peg_insert"])
     assert runs["pick_cube", res.RESIDUAL].endswith(res.DEFAULT_RESIDUAL_ARGS)
     assert "--sac.bc-weight" not in runs["peg_insert", res.SAC]
