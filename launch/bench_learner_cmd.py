@@ -17,6 +17,10 @@ The last column is the matmul floor of each row: the update's matmul FLOPs (``up
 at the rate this CPU reaches on one jitted (batch x width) @ (width x width) matmul, measured in
 the same pinned setting. No implementation of the same update goes below it, so it bounds the
 speed-up a learner can get from removing per-step overhead.
+
+``--platform cuda`` runs the learners' math on the first GPU instead (JAX for handrail and SBX,
+torch for SB3; the envs still step on the pinned CPUs); the floor is then the GPU's rate at the
+same matmul size, which at these sizes is set by kernel launches, not by FLOPs.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from handrail.launch.bench_learner_report import (
 
 LEARNERS = ("handrail", "sbx", "sb3")
 """Learners the bench knows."""
+PLATFORMS = ("cpu", "cuda")
+"""Where the learners compute (JAX's platform names)."""
 
 
 def _make_env(name: str, flatten: bool) -> Any:
@@ -145,7 +151,7 @@ def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
         from stable_baselines3.common.callbacks import BaseCallback
 
         torch.set_num_threads(spec["torch_threads"])
-        extra: dict[str, Any] = {"device": "cpu"}
+        extra: dict[str, Any] = {"device": spec.get("platform", "cpu")}
     else:
         from sbx import SAC as PeerSAC
         from stable_baselines3.common.callbacks import BaseCallback
@@ -241,7 +247,7 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        env={**os.environ, "JAX_PLATFORMS": spec.get("platform", "cpu")},
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -302,6 +308,7 @@ def bench_learner(
     torch_threads: int = 1,
     repeats: int = 1,
     out: Path | None = None,
+    platform: str = "cpu",
 ) -> int:
     """Env steps/s after warm-up, ms per gradient update and ratios vs SBX and SB3.
 
@@ -319,6 +326,8 @@ def bench_learner(
         torch_threads: torch intra-op threads for SB3 (inside the same pinned CPU set).
         repeats: rounds over all learners; each row reports its best round.
         out: optional JSON file for the rows.
+        platform: where the learners compute: cpu, or cuda (the first GPU; needs JAX's CUDA
+            build, ``pip install 'handrail[cuda]'``, and torch with CUDA for SB3).
 
     Returns:
         0, or 1 when a measurement failed.
@@ -326,15 +335,19 @@ def bench_learner(
     unknown = set(learners) - set(LEARNERS)
     if unknown:
         raise ValueError(f"--learners: unknown {sorted(unknown)}; choose from {LEARNERS}")
+    if platform not in PLATFORMS:
+        raise ValueError(f"--platform {platform!r}: choose {' or '.join(PLATFORMS)}")
     cpus = tuple(sorted(os.sched_getaffinity(0))) if cpus is None else cpus
     base = {"warmup": warmup, "hidden": list(hidden), "batch": batch, "cpus": list(cpus),
-            "torch_threads": torch_threads}  # fmt: skip
+            "torch_threads": torch_threads, "platform": platform}  # fmt: skip
     print(f"pinned to CPUs {list(cpus)}; torch threads = {torch_threads}; batch {batch}; "
-          f"hidden {list(hidden)}")  # fmt: skip
+          f"hidden {list(hidden)}; learners compute on {platform}")  # fmt: skip
     rows: list[dict[str, Any]] = []
     rate = _measure({**base, "learner": "matmul"})
     if "error" in rate:
-        print(f"matmul rate: {rate['error']}", file=sys.stderr)
+        hint = (" (--platform cuda needs a GPU that JAX can see: pip install 'handrail[cuda]')"
+                if platform == "cuda" else "")  # fmt: skip
+        print(f"matmul rate: {rate['error']}{hint}", file=sys.stderr)
         return 1
     for env in envs:
         if env == "pick_cube" and (why := _sim_available()):

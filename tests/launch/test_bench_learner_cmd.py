@@ -98,9 +98,11 @@ def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture
     rows = [{**_row("handrail", 1, 300.0), "label": "handrail"},
             {**_row("sbx", 1, 100.0), "label": "sbx"}, {**_row("sb3", 1, 60.0), "label": "sb3"},
             {"env": "E", "utd": 20, "learner": "sbx", "num_critics": 2, "label": "sbx",
-             "error": "boom"}]  # fmt: skip
+             "error": "boom"}, {**_row("handrail-async", 1, 900.0), "label": "handrail async"}]  # fmt: skip
     bench_learner_report.print_table(rows, {"gflop_s": 100.0, "batch": 256, "hidden": [256, 256]})
     lines = capsys.readouterr().out.splitlines()
+    # the async actor does not wait for its learner: no ratio to a peer that does
+    assert "| E | 1 | handrail async | 900.0 | 1.11 |  |  | 2.00 | 0.56 |" in lines
     # 0.2 GFLOP at 100 GFLOP/s = 2 ms; 300 / 100 = 3x SBX, 300 / 60 = 5x SB3.
     assert "| E | 1 | handrail | 300.0 | 3.33 | 3.00x | 5.00x | 2.00 | 1.67 |" in lines
     assert "| E | 1 | sbx | 100.0 | 10.00 |  | 1.67x | 2.00 | 5.00 |" in lines
@@ -123,3 +125,21 @@ def test_halfcheetah_rows_say_whether_the_core_got_slower() -> None:
     assert line.endswith("; before the core was reshaped: 1.22x, slower")
     rows[0] = {**_row("handrail", 1, 130.0), "env": "HalfCheetah-v5"}
     assert bench_learner_report.goal_lines(rows, 100.0)[1].endswith("1.22x, not slower")
+
+
+def test_gpu_tables_name_the_platform_and_judge_no_cpu_goal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [{**_row("handrail", 1, 300.0), "label": "handrail"},
+            {**_row("sbx", 1, 100.0), "label": "sbx"}]  # fmt: skip
+    rate = {"gflop_s": 100.0, "batch": 256, "hidden": [256, 256], "platform": "cuda"}
+    bench_learner_report.print_table(rows, rate)
+    lines = capsys.readouterr().out.splitlines()
+    assert "| E | 1 | handrail | 300.0 | 3.33 | 3.00x |  | 2.00 | 1.67 |" in lines
+    assert lines[-2].startswith("matmul floor: the update's matmul FLOPs at this GPU's jitted")
+    assert lines[-1] == "goals: set for the 2-core CPU machine, not judged on another platform"
+
+
+def test_an_unknown_platform_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ValueError, match=r"--platform 'tpu': choose cpu or cuda"):
+        bench_learner_cmd.bench_learner(envs=("Pendulum-v1",), platform="tpu")
