@@ -129,6 +129,8 @@ class Flusher(threading.Thread):
             self._blocks.append(item[1])
             self._next += item[1].n
         elif kind == "end":
+            if item[2] is not None:  # the episode's last rows, sent with its end
+                self._handle(("data", item[2]))
             info: EpisodeInfo = item[1]
             info.start, info.end = self._open.start if self._open else self._next, self._next
             self._ends.append(info)

@@ -229,10 +229,12 @@ class EpisodeWriter:
             _check_value(f"final_obs[{name!r}]", value, shape, dtype)
             final[name] = value.astype(dtype, copy=True)
         info.final_obs, info.success = final, bool(success)
+        tail = None
         if self._block is not None and self._block.n:
-            self._flusher.queue.put(("data", self._block))
-            self._block = None
-        self._flusher.queue.put(("end", info))
+            tail, self._block = self._block, None
+        # one item: the writer stages the last rows and ends the episode in the same drain, so
+        # what is on disk when a commit fails does not depend on the writer thread's timing
+        self._flusher.queue.put(("end", info, tail))
         self._episode = None
         self._next_id += 1
         if wait:
