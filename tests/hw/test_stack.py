@@ -226,9 +226,13 @@ def test_a_short_training_run_through_the_stack_improves_the_policy(ros, tmp_pat
     from handrail.learners.learner import LoopConfig
     from handrail.learners.sac import SACConfig
 
-    # The arm tasks' sparse-reward recipe (launch/train_config.py), small, plus a BC term.
+    # The arm tasks' sparse-reward recipe (launch/train_config.py), small, plus a BC term, and
+    # a lower starting temperature: in 16 episodes the preset's 0.05 does not come down far
+    # enough for the stochastic policy to succeed. The same run in sim (reach, sparse, 8 demos,
+    # 800 env steps, 3 seeds): successes in the last 6 training episodes 1-2 at 0.05 (this test
+    # failed twice so), 5-6 at 0.01.
     config = tmp_path / "config.json"
-    sac = SACConfig(hidden_dims=(64, 64), batch_size=64, utd=4, gamma=0.95, init_temperature=0.05,
+    sac = SACConfig(hidden_dims=(64, 64), batch_size=64, utd=4, gamma=0.95, init_temperature=0.01,
                     n_step=3, backup_entropy=False, entropy_rows="online", bc_weight=1.0)  # fmt: skip
     loop = LoopConfig(warmup_steps=100, buffer_capacity=20_000, intervention_capacity=1000)
     config.write_text(json.dumps({"sac": sac.to_json(), "loop": dataclasses.asdict(loop)}))
@@ -261,7 +265,7 @@ print(json.dumps({{"recorded": recorded, "trained": trained, "learned": learned,
     assert out["recorded"] == out["trained"] == out["replayed"] == 0
     learned = out["learned"]
     assert len(learned) == 16
-    # Measured: 0 of the first 9 episodes (random warm-up, then a policy still learning), then
-    # 20 of the next 21 succeeded.
+    # Measured (2026-11-26, beside a 2-process bench): 0 of the first 8 episodes, 6 of the
+    # last 8 (5 of the last 6).
     assert sum(learned[-6:]) >= sum(learned[:6]) + 3, learned
     assert out["counters"]["learner"]["updates"] > 0
