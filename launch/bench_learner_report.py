@@ -48,12 +48,13 @@ def print_table(rows: list[dict[str, Any]], rate: dict[str, Any]) -> None:
             f"{r['ms_per_update']:.2f} | {ratios[0]} | {ratios[1]} | {_ms(floor)} | "
             f"{r['ms_per_update'] / floor:.2f} |"
         )
+    platform = rate.get("platform", "cpu")
     print(
-        f"matmul floor: the update's matmul FLOPs at this {_DEVICE[rate.get('platform', 'cpu')]}'s"
-        f" jitted {rate['batch']}x"
-        f"{max(rate['hidden'])} matmul rate, {rate['gflop_s']:.0f} GFLOP/s (best of 20 rounds)"
+        f"matmul floor: the update's matmul FLOPs at this {_DEVICE[platform]}'s jitted "
+        f"{rate['batch']}x{max(rate['hidden'])} matmul rate, {rate['gflop_s']:.0f} GFLOP/s "
+        "(best of 20 rounds)"
     )
-    if rate.get("platform", "cpu") != "cpu":
+    if platform != "cpu":
         print("goals: set for the 2-core CPU machine, not judged on another platform")
         return
     for line in goal_lines(rows, rate["gflop_s"]):
