@@ -158,3 +158,55 @@ print(json.dumps(results))
     )
     for run in out:
         assert run["code"] == 0 and "Traceback" not in run["err"], run
+
+
+def test_a_stale_observation_holds_the_arm_and_names_the_topic(ros):
+    # RosArmEnv on the wall clock against sim_robot; sim_robot is then frozen (SIGSTOP), so no
+    # message is newer than the 0.2 s limit at the end of the next step.
+    out = ros(
+        r"""
+import json, os, signal, subprocess, sys, time
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from geometry_msgs.msg import PoseStamped
+from handrail.hw.ros_env import RosArmEnv, RosEnvConfig, StaleObservationError
+robot = subprocess.Popen([sys.executable, "-m", "handrail.hw.sim_robot"])
+rclpy.init()
+client = Node("client")
+targets = []
+client.create_subscription(PoseStamped, "cmd/target_pose", lambda m: targets.append(m), 10)
+env = RosArmEnv("pick_cube", RosEnvConfig(reset_service=""))
+obs, _ = env.reset()
+action = np.zeros(env.action_space.shape, np.float32)
+action[2] = 1.0  # up, so a held arm differs from the last commanded target
+ages = [env.step(action)[4]["timing"]["obs_age_s"] for _ in range(3)]
+os.kill(robot.pid, signal.SIGSTOP)
+time.sleep(0.3)
+with env._lock:
+    measured = env._latest["ee_pose"][0].pose.position
+try:
+    env.step(action)
+    error = None
+except StaleObservationError as err:
+    error = str(err)
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    rclpy.spin_once(client, timeout_sec=0.05)
+last = targets[-1].pose.position
+os.kill(robot.pid, signal.SIGCONT)
+robot.send_signal(signal.SIGINT)
+robot.wait(10)
+env.close()
+print(json.dumps({"ages": ages, "error": error, "held": [last.x - measured.x, last.y - measured.y,
+                  last.z - measured.z], "commands": len(targets)}))
+"""
+    )
+    assert all(0 <= a < 0.2 for a in out["ages"]), out["ages"]  # fresh while sim_robot ran
+    err = out["error"]
+    assert err is not None and err.startswith("stale observation (limit 0.2 s): "), err
+    for topic in ("ee_pose", "ee_twist", "gripper_state", "objects/cube/pose"):
+        assert topic in err
+    assert err.endswith("the arm is held at its measured pose"), err
+    # The last command is the measured pose, not the step's target 5 cm higher.
+    assert out["commands"] >= 4 and max(abs(d) for d in out["held"]) < 1e-6, out
