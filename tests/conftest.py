@@ -5,15 +5,21 @@ Python script, and ``in_netns`` a command, in a fresh network namespace (``unsha
 only interface is a loopback with multicast routed to it, with ``ROS_AUTOMATIC_DISCOVERY_RANGE``
 set to LOCALHOST. Everything they start inherits the namespace (and a PID namespace, so nothing
 outlives the test).
+
+The suite runs on two pytest-xdist workers (the README's command). A test marked ``serial``
+(every ROS 2 test, anything that paces on the wall clock) runs alone: it takes a file lock
+exclusively while every other test holds it shared, so no other test loads the CPUs meanwhile.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,48 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+_SERIAL_PATHS = (
+    "tests/hw/",
+    "tests/launch/test_ros_launch",
+    "tests/launch/test_bench_ros_cmd.py",
+    "tests/control/test_device_io.py",
+)
+"""Files whose tests pace, time out or age messages on the wall clock: they run alone."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(part in item.nodeid for part in _SERIAL_PATHS):
+            item.add_marker(pytest.mark.serial)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under xdist: a ``serial`` test (setup, call and teardown) holds the run's lock
+    exclusively, every other test shared."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None or _LOCK_HELD:  # one process (nothing runs beside it), or locked already
+        yield
+        return
+    serial = item.get_closest_marker("serial") is not None
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"handrail-pytest-{run}.lock"
+    with open(path, "a") as lock, contextlib.ExitStack() as stack:
+        fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        stack.callback(fcntl.flock, lock, fcntl.LOCK_UN)
+        _held(True)
+        stack.callback(_held, False)
+        yield
+
+
+_LOCK_HELD = False
+"""This worker holds the lock (a second flock from the same process would wait on itself)."""
+
+
+def _held(value: bool) -> None:
+    global _LOCK_HELD
+    _LOCK_HELD = value
+
 
 _NETNS_SETUP = "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo"
 

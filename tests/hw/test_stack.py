@@ -73,7 +73,7 @@ assert spin_until(lambda: len(status) >= 1, 90), "no episode finished"
 # fixed wait was too short under load: the reset took longer and the push fell into it.)
 assert spin_until(lambda: success and not success[-1], 60), "the world was not reset"
 spin(0.5)
-for _ in range(12):  # hold the SpaceMouse button and push the cap up for 1.2 s
+for _ in range(20):  # hold the SpaceMouse button and push the cap up for 2 s (>= 8 steps under load)
     msg = Twist()
     msg.linear.z = 1.0
     twist.publish(msg)
@@ -192,7 +192,9 @@ print(json.dumps({"status": status, "sim_s": t1[1] - t0[1], "wall_s": t1[0] - t0
     )
     assert [s["success"] for s in out["status"]] == [True, True]
     for line in out["status"]:  # paced on simulated time: one 0.1 s control period per step
-        assert line["length"] * 0.1 - 0.01 <= line["seconds"] <= line["length"] * 0.1 + 0.15, line
+        # (on the wall clock it would be 0.25 s of simulated time per step at 2.5x). A step the
+        # actor runs late on a busy CPU restarts its schedule, so allow a quarter more, not 2.5x.
+        assert line["length"] * 0.1 - 0.01 <= line["seconds"] <= line["length"] * 0.125 + 0.15, line
     assert out["sim_s"] > 0 and out["wall_s"] > 0, out  # /clock ran while the actor did
     assert out["code"] == 0
 
