@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -152,6 +154,70 @@ def test_a_plain_folder_from_an_older_layout_is_adopted(tmp_path: Path) -> None:
     assert link.is_symlink() and (link / "x").read_text() == "new"
 
 
+class _Crash(BaseException):
+    """Stands for a SIGKILL at one call of a save: nothing after it runs."""
+
+
+def test_a_crash_at_each_step_of_a_save_leaves_the_previous_or_the_new_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file write, fsync, symlink, replace and removal of ``write_checkpoint_dir`` in
+    turn is where the process dies; the link always gives one whole save, and the next save
+    succeeds and leaves no leftovers."""
+    import types
+
+    from handrail.learners import checkpoint as ckpt
+
+    calls = {"n": 0, "crash_at": -1}
+
+    def step(fn):
+        def wrapped(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == calls["crash_at"]:
+                raise _Crash
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(ckpt, "fsync_paths", step(ckpt.fsync_paths))
+    monkeypatch.setattr(ckpt, "fsync_dir", step(ckpt.fsync_dir))
+    fake_os = types.SimpleNamespace(
+        **{k: getattr(os, k) for k in dir(os) if not k.startswith("__")}
+    )
+    fake_os.symlink, fake_os.replace = step(os.symlink), step(os.replace)
+    monkeypatch.setattr(ckpt, "os", fake_os)
+    monkeypatch.setattr(ckpt, "shutil", types.SimpleNamespace(rmtree=step(shutil.rmtree)))
+
+    def fill(tag: str):
+        def write(folder: Path) -> None:
+            for name in ("a", "b"):
+                step((folder / name).write_text)(tag)
+
+        return write
+
+    crashes = 0
+    for crash_at in range(1, 100):
+        root = tmp_path / f"k{crash_at}"
+        link = root / "latest"
+        write_checkpoint_dir(link, fill("first"))
+        write_checkpoint_dir(link, fill("old"))  # a previous generation to clean up
+        calls.update(n=0, crash_at=crash_at)
+        try:
+            write_checkpoint_dir(link, fill("new"))
+        except _Crash:
+            crashes += 1
+        else:
+            break
+        finally:
+            calls["crash_at"] = -1
+        got = {(link / "a").read_text(), (link / "b").read_text()}
+        assert got in ({"old"}, {"new"}), (crash_at, got)
+        write_checkpoint_dir(link, fill("next"))
+        assert (link / "a").read_text() == (link / "b").read_text() == "next"
+        assert sorted(p.name for p in root.iterdir()) == sorted(["latest", link.resolve().name])
+    assert crashes >= 8, crashes  # two writes, fsyncs, symlink, replace, removals
+
+
 def _state_digest(trainer) -> str:
     import hashlib
 
@@ -165,9 +231,10 @@ def _state_digest(trainer) -> str:
 def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     tmp_path: Path,
 ) -> None:
-    """20 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
+    """10 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
     last one left): every time the checkpoint loads, and it is exactly the state an
-    uninterrupted run had at its step count, never a mix of two saves."""
+    uninterrupted run had at its step count, never a mix of two saves. (Every step of a save
+    is the crash point in turn in the test above; this one runs the whole path for real.)"""
     import os
     import subprocess
     import sys
@@ -184,7 +251,7 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     folder.mkdir()
     rng = np.random.default_rng(0)
     seen: list[int] = []
-    for _ in range(20):
+    for _ in range(10):
         proc = subprocess.Popen([sys.executable, str(child), str(folder)], env=env,
                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -202,4 +269,4 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     final = make_trainer()
     final.load(folder / "latest")
     assert _state_digest(final) == digests[final.env_steps]
-    assert seen == sorted(seen) and len(set(seen)) > 10  # progress between kills
+    assert seen == sorted(seen) and len(set(seen)) > 5  # progress between kills
