@@ -11,7 +11,6 @@ The suite runs on two pytest-xdist workers (the README's command). A test marked
 exclusively while every other test holds it shared, so no other test loads the CPUs meanwhile.
 """
 
-import contextlib
 import fcntl
 import json
 import os
@@ -49,26 +48,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Under xdist: a ``serial`` test (setup, call and teardown) holds the run's lock
     exclusively, every other test shared."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None or _LOCK_HELD:  # one process (nothing runs beside it), or locked already
+    if run is None:  # one process: nothing runs beside the test anyway
         yield
         return
     serial = item.get_closest_marker("serial") is not None
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"handrail-pytest-{run}.lock"
-    with open(path, "a") as lock, contextlib.ExitStack() as stack:
+    with open(path, "a") as lock:  # closing the file releases the lock
         fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
-        stack.callback(fcntl.flock, lock, fcntl.LOCK_UN)
-        _held(True)
-        stack.callback(_held, False)
         yield
-
-
-_LOCK_HELD = False
-"""This worker holds the lock (a second flock from the same process would wait on itself)."""
-
-
-def _held(value: bool) -> None:
-    global _LOCK_HELD
-    _LOCK_HELD = value
 
 
 _NETNS_SETUP = "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo"
