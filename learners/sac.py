@@ -250,6 +250,9 @@ class SAC:
         self.critic_tx = optax.adam(config.critic_lr)
         self.temperature_tx = optax.adam(config.temperature_lr)
         self.update = jax.jit(self.update_fn)
+        # One compiled call: flax's eager init compiles each of its ~100 ops on its own, seconds
+        # at every start-up; the jitted one gives bit-identical params.
+        self._init = jax.jit(self._init_fn)
         self._act = jax.jit(self._act_fn, static_argnames="deterministic")
 
     # -- networks as functions of explicit params -------------------------------------------
@@ -328,6 +331,9 @@ class SAC:
     # -- state --------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> SACState:
         """Fresh learner state from a PRNG key."""
+        return self._init(key)
+
+    def _init_fn(self, key: jax.Array) -> SACState:
         key_actor, key_critic, rng = jax.random.split(key, 3)
         obs = jnp.zeros((1, self.obs_spec.dim), jnp.float32)
         action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
