@@ -231,7 +231,7 @@ def _state_digest(trainer) -> str:
 def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     tmp_path: Path,
 ) -> None:
-    """10 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
+    """20 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
     last one left): every time the checkpoint loads, and it is exactly the state an
     uninterrupted run had at its step count, never a mix of two saves. (Every step of a save
     is the crash point in turn in the test above; this one runs the whole path for real.)"""
@@ -251,14 +251,14 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     folder.mkdir()
     rng = np.random.default_rng(0)
     seen: list[int] = []
-    for _ in range(10):
+    resumed = make_trainer()  # load() replaces all of its state, so one serves every check
+    for _ in range(20):
         proc = subprocess.Popen([sys.executable, str(child), str(folder)], env=env,
                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(float(rng.uniform(0.0, 0.6)))
         proc.kill()
         proc.wait()
-        resumed = make_trainer()
         resumed.load(folder / "latest")  # raises on a mixed or torn checkpoint
         seen.append(resumed.env_steps)
         assert resumed.env_steps % 10 == 0 and resumed.actor.at_episode_start
@@ -269,4 +269,4 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     final = make_trainer()
     final.load(folder / "latest")
     assert _state_digest(final) == digests[final.env_steps]
-    assert seen == sorted(seen) and len(set(seen)) > 5  # progress between kills
+    assert seen == sorted(seen) and len(set(seen)) > 10  # progress between kills
