@@ -20,7 +20,15 @@ from std_srvs.srv import Trigger
 
 from handrail.control.reset import ResetConfig, ResetSequence
 from handrail.hw.msgs import pose_msg, pose_of
-from handrail.hw.ros_common import COMMAND_QOS, STATE_QOS, NodeClock, declare_parameters, run_node
+from handrail.hw.ros_common import (
+    COMMAND_QOS,
+    STATE_QOS,
+    ContextShutdown,
+    NodeClock,
+    call_service,
+    declare_parameters,
+    run_node,
+)
 
 __all__ = ["PARAMETERS", "ResetNode", "main"]
 
@@ -94,6 +102,8 @@ class ResetNode(Node):
             return response
         try:
             response.success, response.message = self._run()
+        except ContextShutdown:  # SIGINT/SIGTERM mid-reset: stop, nobody is left to answer
+            return response
         finally:
             self.busy.release()
         if not response.success:
@@ -132,12 +142,7 @@ class ResetNode(Node):
         assert self.world is not None
         if not self.world.wait_for_service(timeout_sec=self.config.world_timeout_s):
             return False, f"service {self.world.srv_name!r} is not available"
-        done = threading.Event()
-        future = self.world.call_async(Trigger.Request())
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(self.config.world_timeout_s):
-            return False, "no answer"
-        result = future.result()
+        result = call_service(self, self.world, self.config.world_timeout_s)
         return (bool(result.success), str(result.message)) if result else (False, "no answer")
 
 

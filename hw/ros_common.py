@@ -10,6 +10,7 @@ lists them by executable name.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,7 +31,9 @@ __all__ = [
     "COMMAND_QOS",
     "LATCHED_QOS",
     "STATE_QOS",
+    "ContextShutdown",
     "NodeClock",
+    "call_service",
     "control_loop_process",
     "declare_parameters",
     "run_node",
@@ -75,6 +78,10 @@ def control_loop_process() -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
+class ContextShutdown(RuntimeError):
+    """The node is stopping: rclpy shut down while a callback waited on :class:`NodeClock`."""
+
+
 class NodeClock:
     """Seconds on a node's clock: ``sim_robot``'s ``/clock`` when the node runs with
     ``use_sim_time:=true``, else the monotonic wall clock.
@@ -89,6 +96,7 @@ class NodeClock:
     def __init__(self, node: Node) -> None:
         self.sim = bool(node.get_parameter("use_sim_time").value)
         self._clock = node.get_clock()
+        self._context = node.context
 
     def now(self) -> float:
         """Seconds (an arbitrary origin on the wall clock; simulated time on ``/clock``)."""
@@ -102,15 +110,19 @@ class NodeClock:
         On the wall clock: a coarse sleep, then a short spin (sub-millisecond lateness). On
         simulated time: polls ``/clock`` (its resolution is ``sim_robot``'s state period) and
         raises :class:`TimeoutError` when simulated time stops for ``stall_s`` of wall time.
+        Raises :class:`ContextShutdown` within 50 ms of rclpy shutting down (SIGINT, SIGTERM),
+        so a callback that waits (a reset homing the arm) never holds the node's exit.
         """
         if not self.sim:
             while True:
+                self._check_context()
                 left = t - time.monotonic()
                 if left <= 0:
                     return -left
-                time.sleep(left - 0.001 if left > 0.002 else 0)
+                time.sleep(min(left - 0.001, 0.05) if left > 0.002 else 0)
         last, last_wall = self.now(), time.monotonic()
         while True:
+            self._check_context()
             now = self.now()
             if now >= t:
                 return now - t
@@ -124,9 +136,32 @@ class NodeClock:
                 )
             time.sleep(0.0005)
 
+    def _check_context(self) -> None:
+        if not self._context.ok():
+            raise ContextShutdown("rclpy shut down (SIGINT or SIGTERM) while waiting on the clock")
+
     def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` on this clock."""
         self.sleep_until(self.now() + seconds)
+
+
+def call_service(node: Node, client: Any, timeout_s: float) -> Any:
+    """Call a ``Trigger``-like service and wait for its answer from any thread.
+
+    Returns the response, or ``None`` when none came within ``timeout_s``. Raises
+    :class:`ContextShutdown` within 50 ms of rclpy shutting down (SIGINT, SIGTERM): a waiting
+    caller never holds up the node's exit. The caller waits for the service to exist first.
+    """
+    done = threading.Event()
+    future = client.call_async(client.srv_type.Request())
+    future.add_done_callback(lambda _: done.set())
+    deadline = time.monotonic() + timeout_s
+    while not done.wait(0.05):
+        if not node.context.ok():
+            raise ContextShutdown(f"rclpy shut down while waiting for {client.srv_name!r}")
+        if time.monotonic() > deadline:
+            return None
+    return future.result()
 
 
 def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, Any]:

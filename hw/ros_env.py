@@ -39,7 +39,14 @@ from handrail.control.spaces import decode_action
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.hw.mirrors import PROPRIO_DIM, TaskMirror, mirror
 from handrail.hw.msgs import pose_msg, pose_of
-from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, STATE_QOS, NodeClock
+from handrail.hw.ros_common import (
+    COMMAND_QOS,
+    LATCHED_QOS,
+    STATE_QOS,
+    ContextShutdown,
+    NodeClock,
+    call_service,
+)
 
 __all__ = ["RosArmEnv", "RosEnvConfig", "StaleObservationError"]
 
@@ -249,6 +256,8 @@ class RosArmEnv(gymnasium.Env):
             snap = self._snapshot(newer_than)
             if not isinstance(snap, str):
                 return snap
+            if not self.node.context.ok():
+                raise ContextShutdown("rclpy shut down while waiting for observations")
             if time.monotonic() > deadline:
                 raise StaleObservationError(
                     f"{snap} after waiting {timeout_s} s: is the arm driver (or sim_robot) running, and "
@@ -281,14 +290,11 @@ class RosArmEnv(gymnasium.Env):
             raise TimeoutError(
                 f"reset service {name!r} is not available: start reset_node (see hw/INTERFACES.md)"
             )
-        done = threading.Event()
-        future = self.reset_client.call_async(Trigger.Request())
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(timeout):
+        result = call_service(self.node, self.reset_client, timeout)
+        if result is None:
             raise TimeoutError(f"reset service {name!r} did not answer within {timeout} s")
-        result = future.result()
-        if result is None or not result.success:
-            raise RuntimeError(f"reset failed: {result.message if result else 'no response'}")
+        if not result.success:
+            raise RuntimeError(f"reset failed: {result.message}")
 
     def step(
         self, action: np.ndarray

@@ -210,3 +210,48 @@ print(json.dumps({"ages": ages, "error": error, "held": [last.x - measured.x, la
     assert err.endswith("the arm is held at its measured pose"), err
     # The last command is the measured pose, not the step's target 5 cm higher.
     assert out["commands"] >= 4 and max(abs(d) for d in out["held"]) < 1e-6, out
+
+
+@pytest.mark.parametrize("sim_time", [True, False])
+def test_sigint_during_a_reset_stops_reset_node_at_once(ros, sim_time):
+    # A reset waits on the clock for the arm to come home (seconds); it must not keep the node
+    # alive once SIGINT shut the context down. On simulated time the clock stops with the
+    # context, and the reset's sleep used to wait out its 5 s stall limit first.
+    out = ros(
+        rf"""
+import json, signal, subprocess, sys, threading, time
+import rclpy
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from std_srvs.srv import Trigger
+node_proc = subprocess.Popen([sys.executable, "-m", "handrail.hw.reset_node", "--ros-args",
+                              "-p", "use_sim_time:={str(sim_time).lower()}", "-p", "timeout_s:=60.0",
+                              "-p", "reset_world_service:=''"],
+                             stderr=subprocess.PIPE, text=True)
+rclpy.init()
+client = Node("client")
+clock = client.create_publisher(Clock, "/clock", 10)
+stop = threading.Event()
+def tick():  # simulated time at the wall clock's pace
+    t0 = time.monotonic()
+    while not stop.is_set():
+        t = 100.0 + time.monotonic() - t0
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = int(t), int(round((t % 1) * 1e9))
+        clock.publish(msg)
+        time.sleep(0.01)
+threading.Thread(target=tick, daemon=True).start()
+reset = client.create_client(Trigger, "reset_node/reset")
+assert reset.wait_for_service(timeout_sec=30)
+reset.call_async(Trigger.Request())  # no arm: homing would run to its 60 s timeout
+time.sleep(1.5)
+t = time.monotonic()
+node_proc.send_signal(signal.SIGINT)
+_, err = node_proc.communicate(timeout=30)
+stopped_after = time.monotonic() - t
+stop.set()
+print(json.dumps({{"code": node_proc.returncode, "stopped_after": stopped_after, "err": err[-2000:]}}))
+"""
+    )
+    assert out["code"] == 0 and "Traceback" not in out["err"], out
+    assert out["stopped_after"] < 2.0, out
