@@ -325,7 +325,7 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
                     axes[col].plot(x, y, color=color, lw=1, alpha=0.7,
                                    label=learner if i == 0 else None)  # fmt: skip
         axes[0].set_xlabel("env steps (thousands)")
-        axes[1].set_xlabel("training wall clock (minutes, one CPU per run, evaluations excluded)")
+        axes[1].set_xlabel("training minutes (one CPU per run, evaluations excluded)")
         axes[0].set_ylabel("eval success" if task in _success_tasks(rows) else "eval return")
         for ax in axes:
             if task in _success_tasks(rows):
