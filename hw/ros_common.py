@@ -34,6 +34,7 @@ __all__ = [
     "ContextShutdown",
     "NodeClock",
     "call_service",
+    "check_context",
     "control_loop_process",
     "declare_parameters",
     "run_node",
@@ -79,7 +80,16 @@ def control_loop_process() -> None:
 
 
 class ContextShutdown(RuntimeError):
-    """The node is stopping: rclpy shut down while a callback waited on :class:`NodeClock`."""
+    """The node is stopping: rclpy shut down (SIGINT, SIGTERM) while something waited."""
+
+
+def check_context(context: Any, waiting_for: str) -> None:
+    """Raise :class:`ContextShutdown` if rclpy's ``context`` has shut down: every wait in the
+    nodes polls this, so none of them holds up a node's exit."""
+    if not context.ok():
+        raise ContextShutdown(
+            f"rclpy shut down (SIGINT or SIGTERM) while waiting for {waiting_for}"
+        )
 
 
 class NodeClock:
@@ -115,14 +125,14 @@ class NodeClock:
         """
         if not self.sim:
             while True:
-                self._check_context()
+                check_context(self._context, "the clock")
                 left = t - time.monotonic()
                 if left <= 0:
                     return -left
                 time.sleep(min(left - 0.001, 0.05) if left > 0.002 else 0)
         last, last_wall = self.now(), time.monotonic()
         while True:
-            self._check_context()
+            check_context(self._context, "the clock")
             now = self.now()
             if now >= t:
                 return now - t
@@ -135,10 +145,6 @@ class NodeClock:
                     "publishes when its real_time_factor is not 1)"
                 )
             time.sleep(0.0005)
-
-    def _check_context(self) -> None:
-        if not self._context.ok():
-            raise ContextShutdown("rclpy shut down (SIGINT or SIGTERM) while waiting on the clock")
 
     def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` on this clock."""
@@ -157,8 +163,7 @@ def call_service(node: Node, client: Any, timeout_s: float) -> Any:
     future.add_done_callback(lambda _: done.set())
     deadline = time.monotonic() + timeout_s
     while not done.wait(0.05):
-        if not node.context.ok():
-            raise ContextShutdown(f"rclpy shut down while waiting for {client.srv_name!r}")
+        check_context(node.context, repr(client.srv_name))
         if time.monotonic() > deadline:
             return None
     return future.result()

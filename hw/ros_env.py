@@ -43,9 +43,9 @@ from handrail.hw.ros_common import (
     COMMAND_QOS,
     LATCHED_QOS,
     STATE_QOS,
-    ContextShutdown,
     NodeClock,
     call_service,
+    check_context,
 )
 
 __all__ = ["RosArmEnv", "RosEnvConfig", "StaleObservationError"]
@@ -256,8 +256,7 @@ class RosArmEnv(gymnasium.Env):
             snap = self._snapshot(newer_than)
             if not isinstance(snap, str):
                 return snap
-            if not self.node.context.ok():
-                raise ContextShutdown("rclpy shut down while waiting for observations")
+            check_context(self.node.context, "observations")
             if time.monotonic() > deadline:
                 raise StaleObservationError(
                     f"{snap} after waiting {timeout_s} s: is the arm driver (or sim_robot) running, and "
