@@ -17,16 +17,21 @@ Like a person watching the scene, it also judges the outcome when given the task
 dense reward, ``progress=``): no new best progress for ``stall_steps`` steps, or progress fallen
 ``max_regress`` below the episode's best (a dropped cube), makes it take over too. (Along the
 scripted experts' own trajectories progress never stalls for more than 12 steps nor falls by
-more than 0.03.)
+more than 0.03.) The stall clock starts at the episode's first gain of progress: a far approach
+may not move the dense reward at all, and the direction rule judges it meanwhile. From progress
+``judge_direction_below`` on (nearly done: a cube lifted half way, a peg half inserted) it judges
+the outcome only, as a person lets a policy that is about to succeed finish its own way; the
+direction a policy takes there may differ from the expert's and still work.
 
-The person notices after ``patience_steps`` consecutive off-course steps, acts from
+The person notices after ``patience_steps`` consecutive off-course steps (or at once when the
+outcome rule fires), acts from
 ``reaction_delay_steps`` later (the policy keeps acting in between), acts at least
 ``min_takeover_steps``, then hands back (``handback="fixed"``) or hands back once the policy's
 proposals have agreed with the expert for ``patience_steps`` judged steps in a row
 (``handback="agree"``; a step where the expert barely moves, such as a fine insertion, judges
 nothing and neither counts nor breaks the streak, so the person does not hand back mid-insertion
 to a policy that merely stands still). A person never acts more than ``budget_steps`` per
-episode.
+episode. :attr:`SimulatedHuman.takeovers` counts what made it take over (:data:`TRIGGERS`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from handrail.control.intervention import Decision
 from handrail.control.step import ActedBy
 
 _HANDBACK = ("fixed", "agree")
+TRIGGERS = ("off course", "stall", "regress")
+"""What made the simulated person take over: the policy's direction, no new best progress for
+``stall_steps``, or a fall of progress below the episode's best."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,15 @@ class SimulatedHumanConfig:
     budget_steps: int = 40
     """Most steps the person acts in one episode."""
     stall_steps: int = 15
-    """Steps without new best progress after which the person takes over (0: never)."""
+    """Steps without new best progress after which the person takes over (0: never); the clock
+    starts at the episode's first gain of progress."""
     max_regress: float = 0.1
     """Fall of progress below the episode's best at which the person takes over."""
     min_progress: float = 0.01
     """Smallest gain of progress that counts as a new best."""
+    judge_direction_below: float = 0.75
+    """Progress from which on only the outcome (stall, regress) is judged, not the direction
+    (the arm tasks' dense reward: 0.5 reached, 1 done; inf: judge the direction everywhere)."""
     replan: bool = False
     """Restart the expert's plan at each takeover, from the state the policy left (a person
     re-plans; a phase-keeping expert may otherwise carry on with a plan made for other states)."""
@@ -148,6 +160,7 @@ class SimulatedHuman:
     ) -> None:
         self.expert, self.config = expert, config or SimulatedHumanConfig()
         self.has_gripper, self.progress = has_gripper, progress
+        self._takeovers = dict.fromkeys(TRIGGERS, 0)
         self.reset(None)
 
     def reset(self, seed: int | None) -> None:
@@ -160,33 +173,47 @@ class SimulatedHuman:
         self.acting_steps = 0  # steps acted in the current takeover
         self.used = 0  # steps acted this episode
         self.engaged = False
-        self.best = -math.inf  # the episode's best progress
+        self.best = self.now = -math.inf  # the episode's best progress, and progress now
         self.since_best = 0  # steps since it was reached (or since the policy got control back)
+        self.progressed = False  # progress has risen since the episode's first step
+        self.trigger: str | None = None  # what made the person notice, until it takes over
 
-    def _watch_progress(self) -> bool:
-        """Update the progress record; whether the outcome says the policy is off course."""
+    @property
+    def takeovers(self) -> dict[str, int]:
+        """Takeovers since this person was made, by what triggered them (:data:`TRIGGERS`)."""
+        return dict(self._takeovers)
+
+    def _watch_progress(self) -> str | None:
+        """Update the progress record; the outcome rule that says the policy fails, if any."""
         if self.progress is None:
-            return False
+            return None
         cfg, now = self.config, float(self.progress())
         if now >= self.best + cfg.min_progress:
+            self.progressed = self.progressed or self.best > -math.inf
             self.best, self.since_best = now, 0
         else:
             self.since_best += 1
-        stalled = cfg.stall_steps > 0 and self.since_best >= cfg.stall_steps
-        return stalled or now < self.best - cfg.max_regress
+        self.now = now
+        if now < self.best - cfg.max_regress:
+            return "regress"
+        if cfg.stall_steps > 0 and self.progressed and self.since_best >= cfg.stall_steps:
+            return "stall"
+        return None
 
     def decide(self, obs: Any, policy_action: np.ndarray) -> Decision:
         """The expert's action while the person is in control, else the policy's."""
         cfg = self.config
         proposal = np.asarray(policy_action, np.float32)
         good = np.asarray(self.expert(obs), np.float32)  # called every step: experts keep phase
+        failing = self._watch_progress()
         strayed = off_course(proposal, good, cfg, self.has_gripper)
+        if self.now >= cfg.judge_direction_below and not self.engaged:
+            strayed = False  # nearly done: the outcome rules judge
         self.off_streak = self.off_streak + 1 if strayed else 0
         if strayed:
             self.agree_streak = 0
         elif judged(good, cfg):
             self.agree_streak += 1
-        failing = self._watch_progress()
         if self.engaged:
             done = self.acting_steps >= cfg.min_takeover_steps and (
                 cfg.handback == "fixed" or self.agree_streak >= cfg.patience_steps
@@ -199,8 +226,10 @@ class SimulatedHuman:
             self.used < cfg.budget_steps
         ):
             self.countdown = cfg.reaction_delay_steps
+            self.trigger = failing or "off course"
         if not self.engaged and self.countdown is not None and self.countdown <= 0:
             self.engaged, self.countdown, self.acting_steps = True, None, 0
+            self._takeovers[self.trigger or "off course"] += 1
             reset = getattr(self.expert, "reset", None)
             if cfg.replan and reset is not None:
                 reset(seed=None)

@@ -138,6 +138,43 @@ def test_a_drop_in_progress_makes_it_take_over() -> None:
     assert who(human, [GOOD] * 3) == [0, 0, 1]
 
 
+def test_the_stall_clock_starts_at_the_first_gain_of_progress() -> None:
+    """A far approach may not move the dense reward: no stall takeover before any progress."""
+    flat = iter([0.0] * 30)
+    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0)
+    human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(flat))
+    assert who(human, [GOOD] * 30) == [0] * 30
+    assert human.takeovers == {"off course": 0, "stall": 0, "regress": 0}
+
+
+@pytest.mark.parametrize(("level", "takes_over"), [(0.5, True), (0.8, False)])
+def test_near_the_goal_only_the_outcome_is_judged(level: float, takes_over: bool) -> None:
+    """Below judge_direction_below a wrong direction draws a takeover; from it on it does not
+    (the policy may finish its own way), while a fall of progress still does."""
+    steady = iter([level] * 20)
+    cfg = SimulatedHumanConfig(patience_steps=3, reaction_delay_steps=0, stall_steps=0,
+                               judge_direction_below=0.75)  # fmt: skip
+    human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(steady))
+    assert any(who(human, [BAD] * 20)) is takes_over
+    assert human.takeovers["off course"] == int(takes_over)
+    falling = iter([0.9, 0.95, 0.8, 0.8])
+    human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(falling))
+    assert who(human, [BAD] * 3) == [0, 0, 1]
+    assert human.takeovers == {"off course": 0, "stall": 0, "regress": 1}
+
+
+def test_takeovers_are_counted_by_trigger_over_episodes() -> None:
+    cfg = SimulatedHumanConfig(patience_steps=2, reaction_delay_steps=1, min_takeover_steps=2,
+                               handback="fixed", stall_steps=4)  # fmt: skip
+    human = SimulatedHuman(ConstantExpert(), cfg)
+    who(human, [BAD] * 6)  # off course: noticed at 2, acting from 3
+    human.reset(seed=1)
+    rising = iter([0.0, 0.1] + [0.1] * 10)
+    human.progress = lambda: next(rising)
+    who(human, [GOOD] * 8)  # progress at step 2, then no new best for 4 steps
+    assert human.takeovers == {"off course": 1, "stall": 1, "regress": 0}
+
+
 @pytest.mark.parametrize("kwargs", [{"patience_steps": -1}, {"max_angle_deg": 0.0},
                                     {"handback": "never"}, {"min_expert_motion": -0.1}])  # fmt: skip
 def test_invalid_config_names_the_field(kwargs: dict[str, Any]) -> None:
