@@ -110,6 +110,21 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"{_fmt(ratios, '.2f')} ({speed}) | {_fmt(human, ',')} | {_fmt(share, '.0%')} | "
             f"{', '.join(f'{a:.0%} / {h:.0%}' for a, h in finals)} |"
         )
+    return lines + _trigger_lines(rows)
+
+
+def _trigger_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What made the simulated person take over, per run with the person (if it was counted)."""
+    counted = [r for r in rows if r["learner"] == HELPED and r.get("human", {}).get("takeovers")]
+    if not counted:
+        return []
+    names = list(counted[0]["human"]["takeovers"])
+    lines = ["", f"| task | seed | takeovers: {' / '.join(names)} |", "|---|---|---|"]
+    for r in sorted(counted, key=lambda r: (r["task"], r["seed"])):
+        counts = r["human"]["takeovers"]
+        lines.append(
+            f"| {r['task']} | {r['seed']} | {' / '.join(str(counts.get(n, 0)) for n in names)} |"
+        )
     return lines
 
 

@@ -228,6 +228,10 @@ def summarize_run(run: Run) -> dict[str, Any]:
         from handrail.learners.monitor import intervention_summary
 
         out["human"] = intervention_summary(episodes)
+        takeovers = [r for r in records if r["kind"] == "takeovers"]
+        if takeovers:  # what made the simulated person take over (the last session's count)
+            out["human"]["takeovers"] = {k: v for k, v in takeovers[-1].items()
+                                         if k not in ("kind", "env_steps", "wall_time_s")}  # fmt: skip
     if at is None:
         return out
     since = evals[at]["env_steps"]

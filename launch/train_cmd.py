@@ -120,7 +120,7 @@ def train(config: TrainConfig) -> int:
                     sinks = [KeepOrDiscard(recorder, env)]  # "record again" drops the episode
                 last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
                 if cfg.human != "none":
-                    _print_interventions(run)
+                    _print_interventions(run, env)
     finally:
         if recorder is not None:
             recorder.close()
@@ -178,11 +178,17 @@ def open_recorder(cfg: TrainConfig, env: Any) -> Any:
     )  # fmt: skip
 
 
-def _print_interventions(run: Any) -> None:
-    """The run's intervention summary (the plot of the run folder shows it over time)."""
+def _print_interventions(run: Any, env: Any) -> None:
+    """The run's intervention summary (the plot of the run folder shows it over time); a
+    simulated person's takeovers by trigger also go into the run's metrics (``takeovers``)."""
     from handrail.learners.monitor import intervention_summary
 
-    summary = intervention_summary(run.read_metrics("episode"))
+    episodes = run.read_metrics("episode")
+    summary: dict[str, Any] = dict(intervention_summary(episodes))
+    takeovers = getattr(getattr(env, "human", None), "takeovers", None)
+    if takeovers is not None:
+        run.log("takeovers", int(episodes[-1]["env_steps"]) if episodes else 0, takeovers)
+        summary["takeovers"] = takeovers
     text = {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
     print(f"handrail train: interventions {json.dumps(text)}", file=sys.stderr)
 

@@ -25,7 +25,8 @@ def test_both_arms_share_everything_but_the_person(tmp_path: Path) -> None:
     assert [a for a in helped_rest if a not in alone] == [str(runs[1].folder)]  # its own folder
 
 
-def _fake(folder: Path, learner: str, rates: list[float], human: list[int] | None) -> Run:
+def _fake(folder: Path, learner: str, rates: list[float], human: list[int] | None,
+          takeovers: dict[str, int] | None = None) -> Run:  # fmt: skip
     folder.mkdir(parents=True)
     lines = []
     for i, rate in enumerate(rates):
@@ -34,6 +35,9 @@ def _fake(folder: Path, learner: str, rates: list[float], human: list[int] | Non
             episode["human_steps"] = human[i]
         lines += [episode, {"kind": "eval", "env_steps": 1000 * (i + 1), "wall_time_s": 1.0,
                             "success_rate": rate, "mean_return": rate}]  # fmt: skip
+    if takeovers is not None:  # what train logs at the end of a run with the simulated person
+        lines.append({"kind": "takeovers", "env_steps": 1000 * len(rates), "wall_time_s": 2.0,
+                      **takeovers})  # fmt: skip
     (folder / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     (folder / "final.json").write_text(json.dumps({"success_rate": rates[-1]}))
     return Run("pick_cube", learner, 0, 1000 * len(rates), folder)
@@ -49,3 +53,16 @@ def test_table_pairs_the_seeds_and_counts_the_human_steps_until_the_goal(tmp_pat
     assert helped["human"]["human_share"] == (30 + 20 + 10 + 5) / 300
     line = hil.table([alone, helped])[2]
     assert line == ("| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x) | 65 | 22% | 97% / 99% |")
+
+
+def test_the_table_says_what_made_the_person_take_over(tmp_path: Path) -> None:
+    alone = summarize_run(_fake(tmp_path / "a", "handrail", [0.9, 0.9, 0.9], None))
+    counts = {"off course": 7, "stall": 0, "regress": 3}
+    helped = summarize_run(_fake(tmp_path / "h", "handrail-hil", [0.9, 0.9, 0.9], [5, 0, 0],
+                                 counts))  # fmt: skip
+    assert helped["human"]["takeovers"] == counts
+    lines = hil.table([alone, helped])
+    assert lines[-3:] == ["| task | seed | takeovers: off course / stall / regress |",
+                          "|---|---|---|", "| pick_cube | 0 | 7 / 0 / 3 |"]  # fmt: skip
+    assert hil.table([alone, summarize_run(_fake(tmp_path / "o", "handrail-hil", [0.9] * 3,
+                                                 [5, 0, 0]))])[-1].startswith("| pick_cube | 0 | 3,000")  # fmt: skip

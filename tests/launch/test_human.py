@@ -78,10 +78,17 @@ def test_run_folder_has_the_intervention_metrics_and_plot(human_run: Path, capsy
     from handrail.learners.monitor import intervention_summary
     from handrail.learners.runlog import RunDir
 
+    from handrail.sim.simulated_human import TRIGGERS
+
     with RunDir(human_run / "run") as run:
         summary = intervention_summary(run.read_metrics("episode"))
+        takeovers = run.read_metrics("takeovers")
     assert 0 < summary["human_share"] < 1 and summary["human_steps"] > 0
     assert summary["episodes_intervened"] >= 1
+    # what made the simulated person take over: every takeover counted, at least one per
+    # intervened episode
+    counts = {k: takeovers[-1][k] for k in TRIGGERS}
+    assert sum(counts.values()) >= summary["episodes_intervened"]
     import matplotlib.image
 
     height = matplotlib.image.imread(human_run / "run/learning_curve.png").shape[0]
