@@ -77,7 +77,6 @@ def test_recorded_corrections_replay_within_tolerance(human_run: Path) -> None:
 def test_run_folder_has_the_intervention_metrics_and_plot(human_run: Path, capsys) -> None:
     from handrail.learners.monitor import intervention_summary
     from handrail.learners.runlog import RunDir
-
     from handrail.sim.simulated_human import TRIGGERS
 
     with RunDir(human_run / "run") as run:
