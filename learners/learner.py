@@ -55,6 +55,11 @@ class LoopConfig:
     mode: Literal["fused", "async"] = "fused"
     """fused: one jitted call per env step (fast, one process); async: the learner updates in
     its own thread and the actor never waits for it (robots, envs slower than an update)."""
+    takeover_penalty: float = 0.0
+    """Subtracted from the reward the learner sees for a policy step that a person's takeover
+    follows (RLIF: a takeover says the policy's last action was bad; without it, a rescued
+    episode credits the policy's drift with the person's success). The stored and recorded
+    reward is unchanged. Each actor's latest step is held back one step to know what follows."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -66,13 +71,14 @@ class LoopConfig:
             "pretrain_steps": self.pretrain_steps >= 0,
             "max_nonfinite_updates": self.max_nonfinite_updates >= 1,
             "mode": self.mode in ("fused", "async"),
+            "takeover_penalty": self.takeover_penalty >= 0.0,
         }
         bad = [f"{name}={getattr(self, name)!r}" for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(
                 f"LoopConfig: invalid {', '.join(bad)} (need warmup/pretrain/warmup_noise >= 0, "
                 "capacities >= 2, offline_ratio in [0, 1], max_nonfinite_updates >= 1, mode "
-                "fused|async)"
+                "fused|async, takeover_penalty >= 0)"
             )
 
 
@@ -142,15 +148,32 @@ class Learner:
         self.metrics: dict[str, Any] = {}
         self.lock = threading.RLock()
         self._staged: list[Step] = []
+        self._held: dict[int, Step] = {}  # each actor's latest step, with takeover_penalty
         self._first_online: dict[int, bool] = {}  # the actor's next step starts an episode
         self._in_intervention: dict[int, bool] = {}  # the actor is inside a human run
         self._dim = sac.obs_spec.dim
 
     # -- TransitionSink / ParameterSource -----------------------------------------------------
     def add(self, step: Step) -> None:
-        """Stage one step; it is inserted at the next :meth:`update` (or :meth:`flush`)."""
-        self._staged.append(step)
+        """Stage one step; it is inserted at the next :meth:`update` (or :meth:`flush`).
+
+        With ``takeover_penalty``, an actor's step is staged when its next step arrives (with the
+        penalty if a person took over there) or at once when it ends the episode.
+        """
         self.steps += 1
+        penalty = self.config.takeover_penalty
+        if penalty <= 0.0:
+            self._staged.append(step)
+            return
+        held = self._held.pop(step.actor_id, None)
+        if held is not None:
+            if step.acted_by == ActedBy.HUMAN and held.acted_by != ActedBy.HUMAN:
+                held = dataclasses.replace(held, reward=held.reward - penalty)
+            self._staged.append(held)
+        if step.done:
+            self._staged.append(step)
+        else:
+            self._held[step.actor_id] = step
 
     def latest(self) -> tuple[int, Any]:
         """``(version, actor params)`` of the newest update block (version 0 before any)."""
@@ -316,7 +339,7 @@ class Learner:
         self.nonfinite_streak = counters["nonfinite_streak"]
         self._first_online = {int(k): v for k, v in counters["first_online"].items()}
         self._in_intervention = {int(k): v for k, v in counters["in_intervention"].items()}
-        self._staged = []
+        self._staged, self._held = [], {}
 
 
 def _pow2(n: int) -> int:

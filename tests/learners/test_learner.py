@@ -50,6 +50,35 @@ def test_human_runs_go_to_both_segments_and_are_closed_by_their_next_observation
     assert valid[off : off + 5].tolist() == [True, True, False, True, False]
 
 
+def stored_rewards(learner: Learner, segment: str) -> list[float]:
+    seg = learner.layout.segment(segment)
+    off, size = learner.layout.offset(seg), int(learner.replay.size[seg])
+    final = np.asarray(learner.replay.next)[off : off + size] == replay.FINAL
+    return np.asarray(learner.replay.reward)[off : off + size][~final].tolist()
+
+
+def test_a_takeover_penalises_the_policy_step_it_follows_and_only_that() -> None:
+    """RLIF's signal: the policy step right before a person takes over learns a lower reward
+    (per actor, actors interleaved); the person's steps, later policy steps and the rows of
+    the intervention buffer keep theirs, and an episode's last step is staged at once."""
+    learner = Learner(SAC_, LoopConfig(warmup_steps=0, buffer_capacity=64,
+                                       takeover_penalty=0.5), seed=0)  # fmt: skip
+    P, H = ActedBy.POLICY, ActedBy.HUMAN
+    a = [(10.0, P), (11.0, P), (12.0, H), (13.0, H), (14.0, P), (15.0, H)]
+    b = [(20.0, H), (21.0, P), (22.0, P)]  # a takeover at its first step follows nothing
+    for t in range(len(a)):
+        learner.add(step(*a[t], done=t == len(a) - 1, actor=0))
+        if t < len(b):
+            learner.add(step(*b[t], done=t == len(b) - 1, actor=1))
+        if t == len(b) - 1:
+            assert [s.actor_id for s in learner._staged].count(1) == 3  # b ended: all staged
+    learner.flush()
+    got = sorted(stored_rewards(learner, ONLINE))
+    assert got == [10.0, 10.5, 12.0, 13.0, 13.5, 15.0, 20.0, 21.0, 22.0]
+    assert sorted(stored_rewards(learner, INTERVENTIONS)) == [12.0, 13.0, 15.0, 20.0]
+    assert learner.steps == len(a) + len(b) and not learner._held
+
+
 def test_batches_flag_exactly_the_rows_drawn_from_the_intervention_buffer() -> None:
     """The person's corrections are marked in every minibatch (for the intervention BC term);
     the same human steps drawn from the online buffer are not: they are the online half."""
@@ -101,7 +130,8 @@ def test_updates_publish_new_versions_only_when_ready() -> None:
 
 
 @pytest.mark.parametrize(("field", "value"), [("buffer_capacity", 1), ("offline_ratio", 2.0),
-                                              ("mode", "threads"), ("max_nonfinite_updates", 0)])  # fmt: skip
+                                              ("mode", "threads"), ("max_nonfinite_updates", 0),
+                                              ("takeover_penalty", -1.0)])  # fmt: skip
 def test_loop_config_names_the_bad_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         LoopConfig(**{field: value})
