@@ -9,7 +9,10 @@ an actor in the same process, a thread, a Ray worker or a ROS node can feed it a
 Routing (HIL-SERL): every step goes to ``online``; a step a human chose also goes to
 ``interventions``, which is sampled together with ``demos`` as the offline half of every batch
 (``LoopConfig.offline_ratio``). A run of intervened steps ends with its next observation as a
-final row, so intervention segments bootstrap like truncated episodes.
+final row, so intervention segments bootstrap like truncated episodes. With
+``LoopConfig.takeover_penalty`` the policy step a takeover follows is learned with a lower
+reward (RLIF); with ``LoopConfig.cut_returns_at_takeover`` online n-step returns stop where who
+acts changes.
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ class LoopConfig:
     mode: Literal["fused", "async"] = "fused"
     """fused: one jitted call per env step (fast, one process); async: the learner updates in
     its own thread and the actor never waits for it (robots, envs slower than an update)."""
+    cut_returns_at_takeover: bool = False
+    """End the online rows' n-step returns where who acts changes (policy to person or back),
+    bootstrapping from the policy's value there: a policy step's return then never sums the
+    rewards a person's rescue earned (n-step returns are only on-policy inside one actor's run).
+    The online buffer gains one row per change."""
     takeover_penalty: float = 0.0
     """Subtracted from the reward the learner sees for a policy step that a person's takeover
     follows (RLIF: a takeover says the policy's last action was bad; without it, a rescued
@@ -194,12 +202,17 @@ class Learner:
                 "actor": actor,
             }
             end = {"obs": spec.flatten(step.next_obs), "final": True, "actor": actor}
-            out[ONLINE].append({**transition, "first": self._first_online.get(actor, True)})
+            human = step.acted_by == ActedBy.HUMAN
+            open_run = self._in_intervention.get(actor, False)
+            first = self._first_online.get(actor, True)
+            if self.config.cut_returns_at_takeover and not first and human != open_run:
+                # who acts changed: this observation ends the chain (a final row)
+                out[ONLINE].append({"obs": spec.flatten(step.obs), "final": True, "actor": actor})
+                first = True
+            out[ONLINE].append({**transition, "first": first})
             self._first_online[actor] = step.done
             if step.done:
                 out[ONLINE].append(end)
-            human = step.acted_by == ActedBy.HUMAN
-            open_run = self._in_intervention.get(actor, False)
             if open_run and not human:  # the run ended: its next observation closes it
                 out[INTERVENTIONS].append(
                     {"obs": spec.flatten(step.obs), "final": True, "actor": actor}
@@ -234,12 +247,14 @@ class Learner:
     def take_staged(self) -> tuple[Rows, Rows | None]:
         """The staged steps as (online rows, intervention rows or None).
 
-        Blocks are padded to a power of two (two rows per step for the online segment), so the
-        jitted insert compiles once per block size whatever the number of steps it gets.
+        Blocks are padded to a power of two (two rows per step for the online segment, more
+        when returns are cut at takeovers), so the jitted insert compiles once per block size
+        whatever the number of steps it gets.
         """
         steps, self._staged = self._staged, []
         per_segment = self.rows_of(steps)
-        online = self.pack(per_segment[ONLINE], 2 * _pow2(len(steps)))
+        rows = per_segment[ONLINE]  # up to 3 per step: a cut where who acts changes, the end
+        online = self.pack(rows, max(2 * _pow2(len(steps)), _pow2(len(rows))))
         runs = per_segment[INTERVENTIONS]
         return online, (self.pack(runs, _pow2(len(runs))) if runs else None)
 

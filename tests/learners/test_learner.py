@@ -79,6 +79,45 @@ def test_a_takeover_penalises_the_policy_step_it_follows_and_only_that() -> None
     assert learner.steps == len(a) + len(b) and not learner._held
 
 
+@pytest.mark.parametrize("cut", [False, True])
+def test_online_returns_can_stop_where_who_acts_changes(cut: bool) -> None:
+    """With cut_returns_at_takeover the policy's 3-step return before a takeover sums only its
+    own rewards and bootstraps from the takeover's observation (a final row); the person's run
+    likewise ends where the policy gets control back. Without it the return runs through."""
+    sac = SAC(SAC_.obs_spec, SAC_.action_spec,
+              SACConfig(hidden_dims=(8,), num_critics=2, utd=2, batch_size=16, n_step=3))  # fmt: skip
+    learner = Learner(sac, LoopConfig(warmup_steps=0, buffer_capacity=32,
+                                      cut_returns_at_takeover=cut), seed=0)  # fmt: skip
+    P, H = ActedBy.POLICY, ActedBy.HUMAN
+    for t, w in enumerate([P, P, H, H, P, P]):
+        learner.add(step(float(t), w, done=t == 5))
+    learner.flush()
+    rows = stored(learner, ONLINE)
+    if cut:
+        assert rows == [(0, False), (1, False), (2, True), (2, False), (3, False), (4, True),
+                        (4, False), (5, False), (6, True)]  # fmt: skip
+    else:
+        assert [o for o, final in rows if not final] == [0, 1, 2, 3, 4, 5] and len(rows) == 7
+    off = learner.layout.offset(learner.layout.segment(ONLINE))
+    ok, ret, discount, boot = replay._n_step(learner.layout, learner.replay,
+                                             jax.numpy.asarray([off], jax.numpy.int32))  # fmt: skip
+    g = learner.layout.gamma
+    obs = np.asarray(learner.replay.data["obs"])[:, 0]
+    assert bool(ok[0])
+    if cut:  # rewards 0 and 1 (the policy's), then the value at the takeover (obs 2)
+        np.testing.assert_allclose([ret[0], discount[0], obs[boot[0]]], [g, g**2, 2.0], rtol=1e-6)
+    else:  # rewards 0, 1 and the person's 2, then the value at obs 3
+        np.testing.assert_allclose([ret[0], discount[0], obs[boot[0]]], [g + 2 * g**2, g**3, 3.0],
+                                   rtol=1e-6)  # fmt: skip
+    # inserted a step at a time (the fused loop): a takeover at an episode's last step makes
+    # three rows of one step (the cut, the transition, the episode's end)
+    for t, w in ((10.0, P), (11.0, H)):
+        learner.add(step(t, w, done=w == H))
+        learner.flush()
+    assert stored(learner, ONLINE)[-3:] == ([(11, True), (11, False), (12, True)] if cut else
+                                            [(10, False), (11, False), (12, True)])  # fmt: skip
+
+
 def test_batches_flag_exactly_the_rows_drawn_from_the_intervention_buffer() -> None:
     """The person's corrections are marked in every minibatch (for the intervention BC term);
     the same human steps drawn from the online buffer are not: they are the online half."""
