@@ -77,8 +77,10 @@ class SimulatedHumanConfig:
     budget_steps: int = 40
     """Most steps the person acts in one episode."""
     stall_steps: int = 15
-    """Steps without new best progress after which the person takes over (0: never); the clock
-    starts at the episode's first gain of progress."""
+    """Steps without new best progress after which the person takes over (0: never)."""
+    stall_from: Literal["first-gain", "start"] = "first-gain"
+    """When the stall clock starts: at the episode's first gain of progress, or at its start (a
+    far approach that does not move the dense reward then counts as a stall)."""
     max_regress: float = 0.1
     """Fall of progress below the episode's best at which the person takes over."""
     min_progress: float = 0.01
@@ -108,6 +110,8 @@ class SimulatedHumanConfig:
             problems.append(f"max_angle_deg={self.max_angle_deg!r} (need 0 < angle <= 180)")
         if self.min_expert_motion < 0:
             problems.append(f"min_expert_motion={self.min_expert_motion!r} (need >= 0)")
+        if self.stall_from not in ("first-gain", "start"):
+            problems.append(f"stall_from={self.stall_from!r} (choose first-gain or start)")
         if self.handback not in _HANDBACK:
             problems.append(f"handback={self.handback!r} (choose {' or '.join(_HANDBACK)})")
         if problems:
@@ -196,7 +200,8 @@ class SimulatedHuman:
         self.now = now
         if now < self.best - cfg.max_regress:
             return "regress"
-        if cfg.stall_steps > 0 and self.progressed and self.since_best >= cfg.stall_steps:
+        armed = self.progressed or cfg.stall_from == "start"
+        if cfg.stall_steps > 0 and armed and self.since_best >= cfg.stall_steps:
             return "stall"
         return None
 

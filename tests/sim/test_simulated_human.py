@@ -145,6 +145,10 @@ def test_the_stall_clock_starts_at_the_first_gain_of_progress() -> None:
     human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(flat))
     assert who(human, [GOOD] * 30) == [0] * 30
     assert human.takeovers == {"off course": 0, "stall": 0, "regress": 0}
+    flat = iter([0.0] * 30)
+    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0, stall_from="start")
+    human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(flat))
+    assert who(human, [GOOD] * 7)[5:] == [1, 1] and human.takeovers["stall"] == 1
 
 
 @pytest.mark.parametrize(("level", "takes_over"), [(0.5, True), (0.8, False)])
@@ -176,7 +180,8 @@ def test_takeovers_are_counted_by_trigger_over_episodes() -> None:
 
 
 @pytest.mark.parametrize("kwargs", [{"patience_steps": -1}, {"max_angle_deg": 0.0},
-                                    {"handback": "never"}, {"min_expert_motion": -0.1}])  # fmt: skip
+                                    {"handback": "never"}, {"min_expert_motion": -0.1},
+                                    {"stall_from": "later"}])  # fmt: skip
 def test_invalid_config_names_the_field(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         SimulatedHumanConfig(**kwargs)
