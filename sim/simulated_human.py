@@ -17,11 +17,13 @@ Like a person watching the scene, it also judges the outcome when given the task
 dense reward, ``progress=``): no new best progress for ``stall_steps`` steps, or progress fallen
 ``max_regress`` below the episode's best (a dropped cube), makes it take over too. (Along the
 scripted experts' own trajectories progress never stalls for more than 12 steps nor falls by
-more than 0.03.) The stall clock starts at the episode's first gain of progress: a far approach
-may not move the dense reward at all, and the direction rule judges it meanwhile. From progress
-``judge_direction_below`` on (nearly done: a cube lifted half way, a peg half inserted) it judges
-the outcome only, as a person lets a policy that is about to succeed finish its own way; the
-direction a policy takes there may differ from the expert's and still work.
+more than 0.03.) Two rules make a more patient person (both off by default; measured by
+``handrail bench hil``, where the eager person taught pick_cube faster and neither helped
+peg_insert): with ``stall_from="first-gain"`` the stall clock starts at the episode's first gain
+of progress (a far approach may not move the dense reward at all; the direction rule judges it
+meanwhile), and from progress ``judge_direction_below`` on (nearly done: a cube lifted half way,
+a peg half inserted) it judges the outcome only, letting a policy that is about to succeed
+finish its own way.
 
 The person notices after ``patience_steps`` consecutive off-course steps (or at once when the
 outcome rule fires), acts from
@@ -78,16 +80,18 @@ class SimulatedHumanConfig:
     """Most steps the person acts in one episode."""
     stall_steps: int = 15
     """Steps without new best progress after which the person takes over (0: never)."""
-    stall_from: Literal["first-gain", "start"] = "first-gain"
-    """When the stall clock starts: at the episode's first gain of progress, or at its start (a
-    far approach that does not move the dense reward then counts as a stall)."""
+    stall_from: Literal["start", "first-gain"] = "start"
+    """When the stall clock starts: at the episode's start (a far approach that does not move
+    the dense reward counts as a stall: an eager person, who on pick_cube teaches the approach
+    early), or at its first gain of progress."""
     max_regress: float = 0.1
     """Fall of progress below the episode's best at which the person takes over."""
     min_progress: float = 0.01
     """Smallest gain of progress that counts as a new best."""
-    judge_direction_below: float = 0.75
+    judge_direction_below: float = math.inf
     """Progress from which on only the outcome (stall, regress) is judged, not the direction
-    (the arm tasks' dense reward: 0.5 reached, 1 done; inf: judge the direction everywhere)."""
+    (the arm tasks' dense reward: 0.5 reached, 1 done, e.g. 0.75; inf: judge the direction
+    everywhere)."""
     replan: bool = False
     """Restart the expert's plan at each takeover, from the state the policy left (a person
     re-plans; a phase-keeping expert may otherwise carry on with a plan made for other states)."""

@@ -138,15 +138,16 @@ def test_a_drop_in_progress_makes_it_take_over() -> None:
     assert who(human, [GOOD] * 3) == [0, 0, 1]
 
 
-def test_the_stall_clock_starts_at_the_first_gain_of_progress() -> None:
-    """A far approach may not move the dense reward: no stall takeover before any progress."""
+def test_the_stall_clock_starts_at_the_first_gain_of_progress_or_at_the_start() -> None:
+    """A far approach may not move the dense reward: with stall_from="first-gain" no stall
+    takeover comes before any progress; the eager default counts a flat start as a stall."""
     flat = iter([0.0] * 30)
-    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0)
+    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0, stall_from="first-gain")
     human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(flat))
     assert who(human, [GOOD] * 30) == [0] * 30
     assert human.takeovers == {"off course": 0, "stall": 0, "regress": 0}
     flat = iter([0.0] * 30)
-    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0, stall_from="start")
+    cfg = SimulatedHumanConfig(stall_steps=5, reaction_delay_steps=0)  # the default: "start"
     human = SimulatedHuman(ConstantExpert(), cfg, progress=lambda: next(flat))
     assert who(human, [GOOD] * 7)[5:] == [1, 1] and human.takeovers["stall"] == 1
 
