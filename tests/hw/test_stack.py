@@ -180,10 +180,17 @@ node.create_subscription(Clock, "/clock", lambda m: clock.append(
 # actor's reader thread passed it (CI: "stale observation ... 0.200 s"). The age check itself is
 # tested on the wall clock; here it gets the same 0.2 s of wall time.
 stack = launch("episodes:=2", "real_time_factor:=2.5", "use_sim_time:=true", "max_obs_age_s:=0.5")
+def clock_now():
+    # the newest /clock sample from after this call: under load this node may discover
+    # sim_robot's /clock writer later than the actor's status writer (CI: clock was still empty
+    # when the first status arrived)
+    n = len(clock)
+    assert spin_until(lambda: len(clock) > n, 30), "no /clock from sim_robot"
+    return clock[-1]
 assert spin_until(lambda: len(status) >= 1, 90), "no episode finished"
-t0 = clock[-1]
+t0 = clock_now()
 assert spin_until(lambda: len(status) >= 2, 90), status
-t1 = clock[-1]
+t1 = clock_now()
 assert wait_actor_exit(30)
 code = stop(stack)
 print(json.dumps({"status": status, "sim_s": t1[1] - t0[1], "wall_s": t1[0] - t0[0],
