@@ -191,7 +191,7 @@ class Trainer:
 
     def save_into(self, path: Path) -> None:
         """Write the checkpoint files into ``path`` (between episodes only)."""
-        if not self.actor.at_episode_start or self.learner._staged:
+        if not self.actor.at_episode_start or self.learner._staged or self.learner._held:
             raise RuntimeError(
                 "Trainer.save: call it between episodes (right after a step that ended one); "
                 "mid-episode state is not saved"

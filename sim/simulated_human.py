@@ -18,8 +18,8 @@ dense reward, ``progress=``): no new best progress for ``stall_steps`` steps, or
 ``max_regress`` below the episode's best (a dropped cube), makes it take over too. (Along the
 scripted experts' own trajectories progress never stalls for more than 12 steps nor falls by
 more than 0.03.) Two rules make a more patient person (both off by default; measured by
-``handrail bench hil``, where the eager person taught pick_cube faster and neither helped
-peg_insert): with ``stall_from="first-gain"`` the stall clock starts at the episode's first gain
+``handrail bench hil``, where the eager default person taught pick_cube faster and the patient
+one, with peg_insert's preset, taught peg_insert faster): with ``stall_from="first-gain"`` the stall clock starts at the episode's first gain
 of progress (a far approach may not move the dense reward at all; the direction rule judges it
 meanwhile), and from progress ``judge_direction_below`` on (nearly done: a cube lifted half way,
 a peg half inserted) it judges the outcome only, letting a policy that is about to succeed
@@ -49,6 +49,7 @@ from handrail.control.intervention import Decision
 from handrail.control.step import ActedBy
 
 _HANDBACK = ("fixed", "agree")
+_STALL_FROM = ("start", "first-gain")
 TRIGGERS = ("off course", "stall", "regress")
 """What made the simulated person take over: the policy's direction, no new best progress for
 ``stall_steps``, or a fall of progress below the episode's best."""
@@ -114,8 +115,8 @@ class SimulatedHumanConfig:
             problems.append(f"max_angle_deg={self.max_angle_deg!r} (need 0 < angle <= 180)")
         if self.min_expert_motion < 0:
             problems.append(f"min_expert_motion={self.min_expert_motion!r} (need >= 0)")
-        if self.stall_from not in ("first-gain", "start"):
-            problems.append(f"stall_from={self.stall_from!r} (choose first-gain or start)")
+        if self.stall_from not in _STALL_FROM:
+            problems.append(f"stall_from={self.stall_from!r} (choose {' or '.join(_STALL_FROM)})")
         if self.handback not in _HANDBACK:
             problems.append(f"handback={self.handback!r} (choose {' or '.join(_HANDBACK)})")
         if problems:
