@@ -90,6 +90,13 @@ def ros_env(domain_id: int = 0) -> dict[str, str]:
 RosRunner = Callable[..., Any]
 
 
+def _text(output: bytes | str | None) -> str:
+    """A timed-out subprocess's captured output (bytes even with ``text=True``)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
 @pytest.fixture
 def ros(tmp_path: Path) -> RosRunner:
     """Run ``code`` (a Python script body) in a private network namespace; return its JSON."""
@@ -97,14 +104,21 @@ def ros(tmp_path: Path) -> RosRunner:
     def run(code: str, timeout_s: float = 120.0) -> Any:
         script = tmp_path / "ros_script.py"
         script.write_text(textwrap.dedent(code))
-        proc = subprocess.run(
-            netns_command([sys.executable, str(script)]),
-            cwd=tmp_path,
-            env=ros_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        try:
+            proc = subprocess.run(
+                netns_command([sys.executable, str(script)]),
+                cwd=tmp_path,
+                env=ros_env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as hung:  # say where it hung: the nodes' reports
+            out, err = (_text(x) for x in (hung.stdout, hung.stderr))
+            raise AssertionError(
+                f"ROS script still running after {timeout_s} s:\n--- stdout\n{out[-4000:]}"
+                f"\n--- stderr\n{err[-6000:]}"
+            ) from None
         if proc.returncode != 0:
             raise AssertionError(
                 f"ROS script failed (exit {proc.returncode}):\n--- stdout\n{proc.stdout[-4000:]}"
