@@ -25,6 +25,11 @@ STATE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=Reliabi
 def launch(*args):
     return subprocess.Popen([HANDRAIL, "launch", "sim_robot.launch.xml", *args], start_new_session=True)
 
+# These tests check recording and crash safety, not timing: on a loaded two-CPU machine sim_robot's
+# 100 Hz publisher can pause past the 0.2 s default and the actor rightly stops on the stale
+# observation (tests/hw/test_nodes.py checks that stop). Allow a pause a loaded machine makes.
+LOADED_MACHINE_OBS_AGE = "max_obs_age_s:=1.0"
+
 def stop(proc):
     os.killpg(proc.pid, signal.SIGINT)
     return proc.wait(30)
@@ -62,7 +67,7 @@ def test_actor_runs_the_expert_records_episodes_and_a_persons_intervention(ros, 
     out = ros(
         PRELUDE
         + rf'''
-stack = launch("store:={store}", "episodes:=3")
+stack = launch("store:={store}", "episodes:=3", LOADED_MACHINE_OBS_AGE)
 twist = node.create_publisher(Twist, "spacenav/twist", COMMAND)
 buttons = node.create_publisher(Joy, "spacenav/joy", COMMAND)
 from std_msgs.msg import Bool
@@ -176,10 +181,9 @@ from rosgraph_msgs.msg import Clock
 clock = []
 node.create_subscription(Clock, "/clock", lambda m: clock.append(
     (time.monotonic(), m.clock.sec + m.clock.nanosec * 1e-9)), 10)
-# 0.2 s of simulated time is 80 ms of wall time at 2.5x: on two loaded CPUs one late wake-up of the
-# actor's reader thread passed it (CI: "stale observation ... 0.200 s"). The age check itself is
-# tested on the wall clock; here it gets the same 0.2 s of wall time.
-stack = launch("episodes:=2", "real_time_factor:=2.5", "use_sim_time:=true", "max_obs_age_s:=0.5")
+# Ages count on the simulated clock: 2.5 s of it is the 1.0 s of wall time LOADED_MACHINE_OBS_AGE
+# allows (0.2 s of simulated time, 80 ms of wall time, failed in CI: "stale observation ... 0.200 s").
+stack = launch("episodes:=2", "real_time_factor:=2.5", "use_sim_time:=true", "max_obs_age_s:=2.5")
 def clock_now():
     # the newest /clock sample from after this call: under load this node may discover
     # sim_robot's /clock writer later than the actor's status writer (CI: clock was still empty
@@ -211,8 +215,8 @@ def test_killing_the_actor_mid_episode_loses_no_committed_episode(ros, tmp_path)
     out = ros(
         PRELUDE
         + rf'''
-stack = launch("store:={store}", "episodes:=0")
-assert spin_until(lambda: len(status) >= 2, 120), status
+stack = launch("store:={store}", "episodes:=0", LOADED_MACHINE_OBS_AGE)
+assert spin_until(lambda: len(status) >= 2, 90), status
 spin(1.0)  # mid-way through the third episode
 actor = subprocess.run(["pgrep", "-f", "handrail.hw.actor_node"], capture_output=True, text=True)
 os.kill(int(actor.stdout.split()[0]), signal.SIGKILL)
