@@ -5,10 +5,18 @@ observation) and returns a base-frame translation increment in metres. The gripp
 Strategy, as a careful human operator would do it with a compliant arm:
 
 1. ``align``: bring the tip to ``hover_m`` above the hole centre (fast far away, fine near).
+   Below the hover point it decides from where the tip is, not from how it got there: a tip
+   on the hole axis, or already inside the hole, descends from there, and a tip within 1 cm of
+   the axis and more than 3 mm below the hover point lines up at its height. So the expert
+   taking over from another controller (a policy, as the simulated person does) carries on a
+   descent instead of lifting the peg back to the hover point first (and a policy imitating it
+   does not learn to lift). Its own approach from above ends within 3 mm of the hover point,
+   so its demonstrations never take these shortcuts.
 2. ``insert``: descend ``insert_step_m`` per step while servoing x/y onto the hole axis.
 3. If the tip stalls above the rim (no downward progress for ``stall_steps`` steps), lift back to
    the hover point and retry at the next point of an Archimedean spiral around the hole axis
-   (radius grows by ``spiral_pitch_m`` per turn), the classic blind-search fallback.
+   (radius grows by ``spiral_pitch_m`` per turn), the classic blind-search fallback. A retry
+   always goes back up to the hover point.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ class PegExpertParams:
     """Height of the tip above the hole entry before descending."""
     align_tol_m: float = 0.0005
     """x/y tip error below which the descent starts."""
+    inside_tol_m: float = 0.001
+    """x/y tip error within which a tip below the entry is inside the hole (half the
+    clearance): it carries on down rather than rising to align."""
     fast_step_m: float = 0.03
     """Largest translation per step while moving to the hover point."""
     fine_xy_step_m: float = 0.003
@@ -57,6 +68,7 @@ class PegInsertPlanner:
         """Forget the phase, the stall counter and the spiral progress."""
         self.phase = "align"
         self._retries = 0
+        self._backing_off = False  # lifting to the hover point after a jam
         self._stalled = 0
         self._last_tip_z: float | None = None
 
@@ -77,8 +89,16 @@ class PegInsertPlanner:
         p = self.params
         xy_err = hole_m[:2] + self._search_offset() - tip_m[:2]
         z_err = hole_m[2] + p.hover_m - tip_m[2]
-        ready = bool(np.max(np.abs(xy_err)) < p.align_tol_m and abs(z_err) < 0.003)
-        step = p.fast_step_m if np.linalg.norm(xy_err) > 0.01 else p.fine_xy_step_m
+        off_axis = float(np.max(np.abs(xy_err)))
+        at_hover = abs(z_err) < 0.003
+        # lower than that: on the axis above the entry, or already inside the hole
+        tol = p.align_tol_m if tip_m[2] >= hole_m[2] else p.inside_tol_m
+        on_the_way = z_err > -0.003 and off_axis < tol and not self._backing_off
+        ready = bool((at_hover and off_axis < p.align_tol_m) or on_the_way)
+        near = np.linalg.norm(xy_err) <= 0.01
+        step = p.fine_xy_step_m if near else p.fast_step_m
+        if near and z_err > 0.003 and tip_m[2] >= hole_m[2] + 0.002 and not self._backing_off:
+            z_err = 0.0  # a few mm off above the entry: line up at this height, then go down
         delta = np.r_[np.clip(xy_err, -step, step), np.clip(z_err, -p.fast_step_m, p.fast_step_m)]
         if tip_m[2] < hole_m[2] + 0.002 and np.linalg.norm(xy_err) > 0.002:
             delta[:2] = 0.0  # never sweep sideways below the rim: rise first
@@ -92,9 +112,10 @@ class PegInsertPlanner:
             if not ready:
                 return delta
             self.phase, self._stalled, self._last_tip_z = "insert", 0, None
+            self._backing_off = False
         self._update_stall(tip_m, hole_m)
         if self._stalled >= p.stall_steps:
-            self.phase = "align"
+            self.phase, self._backing_off = "align", True
             self._retries += 1
             return np.array([0.0, 0.0, p.hover_m])
         xy_err = hole_m[:2] + self._search_offset() - tip_m[:2]

@@ -145,6 +145,40 @@ def test_planner_spiral_searches_after_a_jam_on_the_rim() -> None:
     assert np.linalg.norm(aim[:2]) > 0  # the next try is off the hole axis (spiral point)
 
 
+@pytest.mark.parametrize(
+    ("offset", "descends"),
+    [((0.0, 0.0, 0.006), True),  # on the axis, below the hover point: carry on down
+     ((0.0007, 0.0, -0.008), True),  # 8 mm inside the hole, 0.7 mm off the axis
+     ((0.002, 0.0, 0.006), False),  # 2 mm off the axis above the entry: align first
+     ((0.0, 0.0, 0.05), False)],  # far above: down to the hover point, then align
+)  # fmt: skip
+def test_planner_taking_over_mid_descent_goes_on_from_where_the_tip_is(
+    offset: tuple[float, float, float], descends: bool
+) -> None:
+    """A fresh planner (the simulated person taking over from a policy) decides from the tip's
+    position alone: it does not lift a peg that is on its way in back to the hover point."""
+    planner = PegInsertPlanner()
+    hole = np.array([0.5, 0.0, 0.04])
+    move = planner(hole + np.array(offset), hole)
+    assert (planner.phase == "insert") is descends
+    if descends:
+        assert move[2] == -planner.params.insert_step_m
+    elif offset[2] < planner.params.hover_m:  # off the axis, low: line up at this height
+        assert move[2] == 0 and move[0] < 0
+
+
+def test_planner_backs_off_all_the_way_to_the_hover_point_after_a_jam() -> None:
+    planner = PegInsertPlanner()
+    hole = np.array([0.5, 0.0, 0.04])
+    stuck = hole + np.array([0.0, 0.0, 0.001])
+    planner(hole + np.array([0.0, 0.0, planner.params.hover_m]), hole)
+    for _ in range(planner.params.stall_steps + 1):
+        planner(stuck, hole)
+    assert planner.phase == "align"
+    halfway = hole + np.array([0.0, 0.0, 0.007])  # on the axis, but backing off: keep lifting
+    assert planner(halfway, hole)[2] > 0 and planner.phase == "align"
+
+
 @pytest.mark.parametrize(("turn", "observed"), [(0.3, 0.3), (0.3 + np.pi / 2, 0.3),
                                                  (np.pi / 2 - 0.1, -0.1), (-np.pi, 0.0)])  # fmt: skip
 def test_hole_yaw_is_the_smallest_turn_that_lines_the_peg_up(turn: float, observed: float) -> None:
