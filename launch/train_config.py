@@ -178,8 +178,9 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
 # (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).
 # With a person, peg_insert imitates the corrections 4x harder and penalises the policy step a
-# takeover follows: a (patient) simulated person then sped it up 2.3x, where with pick_cube's
-# settings it slowed it down (bench hil, README); both only act on runs with a person.
+# takeover follows: a (patient) simulated person then sped it up 1.9x on the mean of 3 seeds, where
+# with pick_cube's settings it never held 90% in 10k (bench hil, README); both only act on runs
+# with a person.
 _SPARSE_SAC = {
     "hidden_dims": (128, 128),
     "utd": 8,
