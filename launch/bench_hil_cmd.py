@@ -95,11 +95,18 @@ def _fmt(values: list[Any], fmt: str) -> str:
     return ", ".join("-" if v is None else format(v, fmt) for v in values)
 
 
+def _pairs(values: list[tuple[Any, Any]], sep: str) -> str:
+    """Per seed, two percentages joined by ``sep`` ("-" where a run has none)."""
+    return ", ".join(sep.join("-" if v is None else f"{v:.0%}" for v in pair) for pair in values)
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per task: steps to 90% without and with the person, human cost, final success."""
+    """One line per task: steps to 90% without and with the person, human cost, whether the
+    policy held what it learned (its lowest evaluation from 90% sustained on), final success."""
     lines = ["| task | seeds | env steps to 90%, no human | with the simulated human | "
-             "speed-up (mean) | human steps to 90% | human share of all steps | final success "
-             "(policy alone), no human / with |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "speed-up (mean) | human steps to 90% | human share: all steps / last 100 episodes | "
+             "lowest eval after 90%, no human / with | final success (policy alone), no human / "
+             "with |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for task in sorted({r["task"] for r in rows}):
         by = {lr: {r["seed"]: r for r in rows if (r["task"], r["learner"]) == (task, lr)}
               for lr in (ALONE, HELPED)}  # fmt: skip
@@ -110,14 +117,16 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         helped = [by[HELPED][s].get("steps_to_goal") for s in seeds]
         ratios = [a / h for a, h in zip(alone, helped, strict=True) if a and h]
         human = [by[HELPED][s].get("human_steps_to_goal") for s in seeds]
-        share = [by[HELPED][s].get("human", {}).get("human_share") for s in seeds]
+        person = [by[HELPED][s].get("human", {}) for s in seeds]
+        share = [(p.get("human_share"), p.get("human_share_last_100")) for p in person]
+        lowest = [(by[ALONE][s].get("min_after"), by[HELPED][s].get("min_after")) for s in seeds]
         finals = [(by[ALONE][s]["final"]["success_rate"], by[HELPED][s]["final"]["success_rate"])
                   for s in seeds]  # fmt: skip
         speed = f"{np.mean(ratios):.2f}x" if len(ratios) == len(seeds) else "-"
         lines.append(
             f"| {task} | {_fmt(seeds, 'd')} | {_fmt(alone, ',')} | {_fmt(helped, ',')} | "
-            f"{_fmt(ratios, '.2f')} ({speed}) | {_fmt(human, ',')} | {_fmt(share, '.0%')} | "
-            f"{', '.join(f'{a:.0%} / {h:.0%}' for a, h in finals)} |"
+            f"{_fmt(ratios, '.2f')} ({speed}) | {_fmt(human, ',')} | {_pairs(share, ' / ')} | "
+            f"{_pairs(lowest, ' / ')} | {_pairs(finals, ' / ')} |"
         )
     return lines + _trigger_lines(rows)
 

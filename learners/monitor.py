@@ -176,7 +176,9 @@ def intervention_summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, flo
     Returns:
         ``human_share`` (of all env steps), ``human_steps``, ``episodes_intervened``,
         ``human_steps_per_success``, ``success_with_intervention`` and
-        ``success_without_intervention`` (None where no episode of that kind ended).
+        ``success_without_intervention`` (None where no episode of that kind ended), and
+        ``human_share_last_100``: the share over the last 100 episodes (does the person still
+        act at the end?).
     """
     logged = [e for e in episodes if "human_steps" in e]
     steps = sum(int(e["length"]) for e in logged)
@@ -188,8 +190,13 @@ def intervention_summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, flo
 
     helped = [e for e in logged if e["human_steps"] > 0]
     alone = [e for e in logged if e["human_steps"] == 0]
+    last = logged[-100:]
+    last_steps = sum(int(e["length"]) for e in last)
     return {
         "human_share": human / steps if steps else None,
+        "human_share_last_100": (
+            sum(int(e["human_steps"]) for e in last) / last_steps if last_steps else None
+        ),
         "human_steps": human,
         "episodes_intervened": len(helped),
         "human_steps_per_success": human / successes if successes else None,

@@ -58,8 +58,11 @@ def test_table_pairs_the_seeds_and_counts_the_human_steps_until_the_goal(tmp_pat
     assert (alone["steps_to_goal"], helped["steps_to_goal"]) == (6000, 4000)
     assert helped["human_steps_to_goal"] == 30 + 20 + 10 + 5  # episodes up to 4k steps
     assert helped["human"]["human_share"] == (30 + 20 + 10 + 5) / 300
+    assert (alone["min_after"], helped["min_after"]) == (0.92, 0.91)  # from the third 90% on
     line = hil.table([alone, helped])[2]
-    assert line == ("| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x) | 65 | 22% | 97% / 99% |")
+    assert line == (
+        "| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x) | 65 | 22% / 22% | 92% / 91% | 97% / 99% |"
+    )
 
 
 def test_the_table_says_what_made_the_person_take_over(tmp_path: Path) -> None:

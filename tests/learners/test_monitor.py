@@ -56,3 +56,15 @@ def test_monitor_writes_eval_videos_at_the_env_rate(tmp_path: Path) -> None:
                              save_best=lambda: None, video_fps=10.0, progress=False)  # fmt: skip
         monitor.evaluate_now(50)
     assert video_fps_and_frames(tmp_path / "videos" / "eval_00000050.mp4") == (10.0, 5)
+
+
+def test_intervention_summary_says_whether_the_person_still_acts_at_the_end() -> None:
+    from handrail.learners.monitor import intervention_summary
+
+    early = [{"length": 50, "human_steps": 10, "success": 1.0}] * 50  # the person teaches
+    late = [{"length": 50, "human_steps": 0, "success": 1.0}] * 90  # then leaves it alone
+    last = [{"length": 50, "human_steps": 5, "success": 1.0}] * 10
+    summary = intervention_summary(early + late + last)
+    assert summary["human_share"] == (50 * 10 + 10 * 5) / (150 * 50)
+    assert summary["human_share_last_100"] == (10 * 5) / (100 * 50)
+    assert intervention_summary([])["human_share_last_100"] is None
