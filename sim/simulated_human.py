@@ -19,11 +19,11 @@ dense reward, ``progress=``): no new best progress for ``stall_steps`` steps, or
 scripted experts' own trajectories progress never stalls for more than 12 steps nor falls by
 more than 0.03.) Two rules make a more patient person (both off by default; measured by
 ``handrail bench hil``, where the eager default person taught pick_cube faster and the patient
-one, with peg_insert's preset, taught peg_insert faster): with ``stall_from="first-gain"`` the stall clock starts at the episode's first gain
-of progress (a far approach may not move the dense reward at all; the direction rule judges it
-meanwhile), and from progress ``judge_direction_below`` on (nearly done: a cube lifted half way,
-a peg half inserted) it judges the outcome only, letting a policy that is about to succeed
-finish its own way.
+one, with peg_insert's preset, taught peg_insert faster): with ``stall_from="first-gain"`` the
+stall clock starts at the episode's first gain of progress (a far approach may not move the
+dense reward at all; the direction rule judges it meanwhile), and from progress
+``judge_direction_below`` on (nearly done: a cube lifted half way, a peg half inserted) it
+judges the outcome only, letting a policy that is about to succeed finish its own way.
 
 The person notices after ``patience_steps`` consecutive off-course steps (or at once when the
 outcome rule fires), acts from

@@ -89,18 +89,18 @@ class PegInsertPlanner:
         p = self.params
         xy_err = hole_m[:2] + self._search_offset() - tip_m[:2]
         z_err = hole_m[2] + p.hover_m - tip_m[2]
-        off_axis = float(np.max(np.abs(xy_err)))
-        at_hover = abs(z_err) < 0.003
-        # lower than that: on the axis above the entry, or already inside the hole
+        # on the axis (inside the hole: within half the clearance) at the hover point or, unless
+        # backing off after a jam, anywhere below it
         tol = p.align_tol_m if tip_m[2] >= hole_m[2] else p.inside_tol_m
-        on_the_way = z_err > -0.003 and off_axis < tol and not self._backing_off
-        ready = bool((at_hover and off_axis < p.align_tol_m) or on_the_way)
+        low_enough = abs(z_err) < 0.003 or (z_err > 0 and not self._backing_off)
+        ready = bool(np.max(np.abs(xy_err)) < tol and low_enough)
+        above_rim = tip_m[2] >= hole_m[2] + 0.002
         near = np.linalg.norm(xy_err) <= 0.01
         step = p.fine_xy_step_m if near else p.fast_step_m
-        if near and z_err > 0.003 and tip_m[2] >= hole_m[2] + 0.002 and not self._backing_off:
+        if near and z_err > 0.003 and above_rim and not self._backing_off:
             z_err = 0.0  # a few mm off above the entry: line up at this height, then go down
         delta = np.r_[np.clip(xy_err, -step, step), np.clip(z_err, -p.fast_step_m, p.fast_step_m)]
-        if tip_m[2] < hole_m[2] + 0.002 and np.linalg.norm(xy_err) > 0.002:
+        if not above_rim and np.linalg.norm(xy_err) > 0.002:
             delta[:2] = 0.0  # never sweep sideways below the rim: rise first
         return delta, ready
 
