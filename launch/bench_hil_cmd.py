@@ -4,8 +4,8 @@ HIL-SERL's central result, measured in simulation: for each task and seed, one r
 human and one with the simulated person in the loop (``handrail train --human simulated``: the
 task's scripted expert takes over when the policy goes off course, with a reaction delay, a
 budget per episode and a hand-back rule; see :mod:`handrail.sim.simulated_human`). Everything
-else is the task's preset (sparse reward, 20 scripted demos); the person is the default one
-except where ``TASK_PERSON_ARGS`` says otherwise. The runs are those of ``handrail
+else is the task's preset (sparse reward, 20 scripted demos, and the simulated person's
+settings: peg_insert's is a patient one). The runs are those of ``handrail
 bench learning`` (learners ``handrail`` and ``handrail-hil``), so an existing bench folder is
 reused: point ``--out`` at it and only the missing runs are trained.
 
@@ -35,12 +35,6 @@ from handrail.launch.bench_learning_cmd import (
 )
 
 ALONE, HELPED = "handrail", "handrail-hil"
-TASK_PERSON_ARGS: dict[str, str] = {
-    "peg_insert": "--hil.simulated.stall-from first-gain --hil.simulated.judge-direction-below 0.75",
-}
-"""The simulated person each task is measured with, where it is not the default (eager) one:
-on peg_insert a patient person (README: the eager one keeps the policy from learning the
-insertion). ``--train-args`` come after these and override them."""
 
 
 @dataclass(frozen=True)
@@ -80,14 +74,12 @@ def learning_config(cfg: BenchHilConfig) -> BenchLearningConfig:
         return BenchLearningConfig(tasks=("pick_cube",), learners=(ALONE, HELPED), seeds=(0,),
                                    steps=3_000, eval_episodes=10, jobs=cfg.jobs, out=cfg.out,
                                    train_args=cfg.train_args, fresh=cfg.fresh,
-                                   report_only=cfg.report_only,
-                                   person_args=tuple(TASK_PERSON_ARGS.items()))  # fmt: skip
+                                   report_only=cfg.report_only)  # fmt: skip
     return BenchLearningConfig(
         tasks=cfg.tasks, learners=(ALONE, HELPED), seeds=cfg.seeds, steps=cfg.steps,
         eval_every=cfg.eval_every, eval_episodes=cfg.eval_episodes,
         final_episodes=cfg.final_episodes, jobs=cfg.jobs, out=cfg.out,
         train_args=cfg.train_args, fresh=cfg.fresh, report_only=cfg.report_only,
-        person_args=tuple(TASK_PERSON_ARGS.items()),
     )  # fmt: skip
 
 

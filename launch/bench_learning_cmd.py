@@ -82,9 +82,6 @@ class BenchLearningConfig:
     quick: bool = False
     """A smoke run under 10 minutes: pick_cube, handrail and sb3, seed 0, 6k steps, 20
     evaluation episodes. It shows the bench works, not whether a goal is met."""
-    person_args: Annotated[tuple[tuple[str, str], ...], tyro.conf.Suppress] = ()
-    """(task, ``handrail train`` options) for the runs with the simulated person on that task
-    (set by ``handrail bench hil``: the person it measures each task with)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,6 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
                                   jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
                                   report_only=cfg.report_only)  # fmt: skip
     runs = []
-    person = dict(cfg.person_args)
     for task in cfg.tasks:
         steps = cfg.steps or preset(task).steps
         for learner in cfg.learners:
@@ -128,8 +124,7 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
                         "--eval-episodes", str(cfg.eval_episodes if arm else 5),
                         "--run-dir", str(folder), "--no-progress",
                         "--learner", learner if learner in ("sb3", "sbx") else "jax",
-                        *(["--human", "simulated", *shlex.split(person.get(task, ""))]
-                          if learner == "handrail-hil" else []),
+                        *(["--human", "simulated"] if learner == "handrail-hil" else []),
                         *(shlex.split(cfg.train_args) if learner.startswith("handrail") else
                           ["--peer-defaults"] if not arm else [])]  # fmt: skip
                 runs.append(Run(task, learner, seed, steps, folder, tuple(argv)))

@@ -20,6 +20,7 @@ from handrail.launch.envs import HANDRAIL_TASKS
 from handrail.launch.human import HumanLoopConfig
 from handrail.learners.learner import LoopConfig
 from handrail.learners.sac import SACConfig
+from handrail.sim.simulated_human import SimulatedHumanConfig
 
 
 @dataclass(frozen=True)
@@ -178,9 +179,10 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
 # (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).
 # With a person, peg_insert imitates the corrections 4x harder and penalises the policy step a
-# takeover follows: a (patient) simulated person then sped it up 1.9x on the mean of 3 seeds, where
-# with pick_cube's settings it never held 90% in 10k (bench hil, README); both only act on runs
-# with a person.
+# takeover follows, and its simulated person is a patient one (stall clock from the first gain of
+# progress, direction judged below 75% progress: the default, eager one took over mid-insertion):
+# that person then sped it up 1.9x on the mean of 3 seeds, where with pick_cube's settings it
+# never held 90% in 10k (bench hil, README). All three only act on runs with a person.
 _SPARSE_SAC = {
     "hidden_dims": (128, 128),
     "utd": 8,
@@ -200,6 +202,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "peg_insert": {"steps": 20_000, "expert_demos": 20,
                    "sac": {**_SPARSE_SAC, "intervention_bc_weight": 8.0},
                    "loop": {"warmup_steps": 500, "takeover_penalty": 1.0},
+                   "person": {"stall_from": "first-gain", "judge_direction_below": 0.75},
                    "ignore_obs_keys": ("proprio", "peg", "hole")},
     "push": {"steps": 50_000, "expert_demos": 20, "eval_every": 2_500, "sac": _SPARSE_SAC,
              "loop": {"warmup_steps": 500}},
@@ -231,7 +234,9 @@ def preset(task: str, residual_on: str | None = None, **overrides: Any) -> Train
     sac = {**spec.get("sac", {}), **residual, **overrides.pop("sac", {})}
     loop = {**spec.get("loop", {}), **overrides.pop("loop", {})}
     env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
-    plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env")}
+    plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env", "person")}
+    if "person" in spec and "hil" not in overrides:
+        plain["hil"] = HumanLoopConfig(simulated=SimulatedHumanConfig(**spec["person"]))
     if overrides.get("demos") is not None and "expert_demos" not in overrides:
         plain.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
     return TrainConfig(

@@ -4,11 +4,11 @@ of steps to 90%, speed-up, human cost and the final policy's success without the
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 from handrail.launch import bench_hil_cmd as hil
 from handrail.launch.bench_learning_cmd import Run, plan, summarize_run
+from handrail.launch.train_cmd import parse_args
 
 
 def test_both_arms_share_everything_but_the_person(tmp_path: Path) -> None:
@@ -24,12 +24,10 @@ def test_both_arms_share_everything_but_the_person(tmp_path: Path) -> None:
         assert argv[-2:] == ["--hil.simulated.budget-steps", "9"]
     helped_rest = [a for a in helped if a not in ("--human", "simulated")]
     assert [a for a in helped_rest if a not in alone] == [str(runs[1].folder)]  # its own folder
-    # on peg_insert the person arm gets the task's person options, before --train-args
-    peg_alone, peg_helped = list(runs[2].argv), list(runs[3].argv)
-    extra = shlex.split(hil.TASK_PERSON_ARGS["peg_insert"])
-    start = peg_helped.index("--human") + 2
-    assert peg_helped[start : start + len(extra)] == extra and extra[0] not in peg_alone
-    assert peg_helped[-2:] == ["--hil.simulated.budget-steps", "9"]
+    # on peg_insert the person arm gets the task preset's (patient) person, and --train-args
+    peg_helped = parse_args(list(runs[3].argv)).hil.simulated
+    assert (peg_helped.stall_from, peg_helped.budget_steps) == ("first-gain", 9)
+    assert parse_args(list(runs[1].argv)).hil.simulated.stall_from == "start"
 
 
 def _fake(folder: Path, learner: str, rates: list[float], human: list[int] | None,

@@ -12,6 +12,7 @@ from handrail.launch import train_config
 from handrail.launch.envs import HANDRAIL_TASKS
 from handrail.launch.train_cmd import parse_args, resolve_run
 from handrail.launch.train_config import TrainConfig, check_task_options, parse_env_kwargs, preset
+from handrail.sim.simulated_human import SimulatedHumanConfig
 
 
 def test_command_line_starts_from_the_task_preset_and_overrides_nested_fields() -> None:
@@ -24,6 +25,20 @@ def test_command_line_starts_from_the_task_preset_and_overrides_nested_fields() 
     assert cfg.env["reward"] == "dense"
     generic = parse_args(["--task=Pendulum-v1"])
     assert generic.sac.hidden_dims != base.sac.hidden_dims or generic.sac.utd != base.sac.utd
+
+
+def test_peg_insert_trains_with_a_patient_simulated_person_that_options_still_change() -> None:
+    default = SimulatedHumanConfig()
+    peg = parse_args(["--task", "peg_insert", "--human", "simulated"]).hil.simulated
+    assert (peg.stall_from, peg.judge_direction_below) == ("first-gain", 0.75)
+    assert (default.stall_from, default.judge_direction_below) != ("first-gain", 0.75)
+    assert peg.budget_steps == default.budget_steps  # the rest is the default person
+    assert parse_args(["--task", "pick_cube"]).hil.simulated == default
+    eager = parse_args(["--task", "peg_insert", "--hil.simulated.stall-from", "start"])
+    assert eager.hil.simulated.stall_from == "start"
+    assert eager.hil.simulated.judge_direction_below == 0.75  # the other preset value stays
+    again = TrainConfig.from_json(json.loads(json.dumps(preset("peg_insert").to_json())))
+    assert again.hil.simulated == peg
 
 
 def test_env_kwargs_add_to_the_presets_and_parse_literals() -> None:
