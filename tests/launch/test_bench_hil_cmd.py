@@ -59,8 +59,22 @@ def test_table_pairs_the_seeds_and_counts_the_human_steps_until_the_goal(tmp_pat
     assert (alone["min_after"], helped["min_after"]) == (0.92, 0.91)  # from the third 90% on
     line = hil.table([alone, helped])[2]
     assert line == (
-        "| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x) | 65 | 22% / 22% | 92% / 91% | 97% / 99% |"
+        "| pick_cube | 0 | 6,000 | 4,000 | 1.50 (1.50x; 1.50x) | 65 | 22% / 22% | 92% / 91% | "
+        "97% / 99% |"
     )
+
+
+def test_the_speed_up_is_the_mean_ratio_and_the_ratio_of_the_mean_steps(tmp_path: Path) -> None:
+    def run(name: str, learner: str, seed: int, rates: list[float]) -> dict:
+        human = None if learner == "handrail" else [0] * len(rates)
+        return {**summarize_run(_fake(tmp_path / name, learner, rates, human)), "seed": seed}
+
+    rows = [run("a0", "handrail", 0, [0] * 6 + [0.9] * 3), run("a1", "handrail", 1, [0] + [0.9] * 3),
+            run("h0", "handrail-hil", 0, [0.9] * 3), run("h1", "handrail-hil", 1, [0] + [0.9] * 3)]  # fmt: skip
+    assert [r["steps_to_goal"] for r in rows] == [9000, 4000, 3000, 4000]
+    line = hil.table(rows)[2]
+    # ratios 3 and 1: 2x on their mean; 13,000 against 7,000 steps on the mean steps
+    assert "| 9,000, 4,000 | 3,000, 4,000 | 3.00, 1.00 (2.00x; 1.86x) |" in line
 
 
 def test_the_table_says_what_made_the_person_take_over(tmp_path: Path) -> None:
