@@ -96,9 +96,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     """One line per task: steps to 90% without and with the person, human cost, whether the
     policy held what it learned (its lowest evaluation from 90% sustained on), final success."""
     lines = ["| task | seeds | env steps to 90%, no human | with the simulated human | "
-             "speed-up (mean; on mean steps) | human steps to 90% | human share: all steps / last 100 episodes | "
-             "lowest eval after 90%, no human / with | final success (policy alone), no human / "
-             "with |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "speed-up (mean; on mean steps) | human steps to 90% | human share: all steps / "
+             "last 100 episodes | lowest eval after 90%, no human / with | final success (policy "
+             "alone), no human / with |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for task in sorted({r["task"] for r in rows}):
         by = {lr: {r["seed"]: r for r in rows if (r["task"], r["learner"]) == (task, lr)}
               for lr in (ALONE, HELPED)}  # fmt: skip
