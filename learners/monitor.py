@@ -181,22 +181,21 @@ def intervention_summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, flo
         act at the end?).
     """
     logged = [e for e in episodes if "human_steps" in e]
-    steps = sum(int(e["length"]) for e in logged)
     human = sum(int(e["human_steps"]) for e in logged)
     successes = sum(float(e.get("success") or 0.0) for e in logged)
 
     def rate(group: list[Mapping[str, Any]]) -> float | None:
         return float(np.mean([e.get("success") or 0.0 for e in group])) if group else None
 
+    def share(group: list[Mapping[str, Any]]) -> float | None:
+        steps = sum(int(e["length"]) for e in group)
+        return sum(int(e["human_steps"]) for e in group) / steps if steps else None
+
     helped = [e for e in logged if e["human_steps"] > 0]
     alone = [e for e in logged if e["human_steps"] == 0]
-    last = logged[-100:]
-    last_steps = sum(int(e["length"]) for e in last)
     return {
-        "human_share": human / steps if steps else None,
-        "human_share_last_100": (
-            sum(int(e["human_steps"]) for e in last) / last_steps if last_steps else None
-        ),
+        "human_share": share(logged),
+        "human_share_last_100": share(logged[-100:]),
         "human_steps": human,
         "episodes_intervened": len(helped),
         "human_steps_per_success": human / successes if successes else None,
