@@ -43,16 +43,6 @@ of the data)."""
 TASK_BC_ARGS = {"peg_insert": ""}
 """Per task, ``handrail bc`` options of the base. On peg_insert plain BC (one action per step,
 a held-out episode) on the relative keys reached 79% alone, chunked BC 37%."""
-DEFAULT_RESIDUAL_ARGS = "--sac.residual-scale 0.5 --sac.bc-weight 1"
-"""``handrail train`` options of the residual arm on a task without an entry in
-:data:`TASK_RESIDUAL_ARGS`. A 10-demo chunked BC base on pick_cube departs from the expert by
-0.4-0.8 per action dimension on its own states, more than the default 0.1 scale can correct."""
-TASK_RESIDUAL_ARGS = {
-    "peg_insert": "--sac.bc-weight 1 --sac.residual-penalty 10 --sac.actor-lr 1e-5",
-}
-"""Per task, ``handrail train`` options of the residual arm. On peg_insert a bias of 0.01 (0.3
-mm per step) on the base's x action takes it from 65% to 5%, so the correction stays small
-(scale 0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5)."""
 # The base, like both arms, sees the task preset's observation keys (``preset(task)``): on
 # peg_insert only where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``). From the
 # absolute poses of 10 demos every BC variant tried stayed at 0-10%, and every residual variant
@@ -82,9 +72,9 @@ class BenchResidualConfig:
     bc_args: str | None = None
     """``handrail bc`` options of the base on every task (default: per task,
     :data:`TASK_BC_ARGS` or :data:`DEFAULT_BC_ARGS`)."""
-    train_args: str | None = None
-    """More ``handrail train`` options for the residual runs on every task (default: per task,
-    :data:`TASK_RESIDUAL_ARGS` or :data:`DEFAULT_RESIDUAL_ARGS`)."""
+    train_args: str = ""
+    """More ``handrail train`` options for the residual runs on every task (they start from the
+    task's residual preset, ``--residual-on``'s defaults)."""
     arms: tuple[str, ...] = (RESIDUAL, SAC)
     """Which arms to run (the table pairs them where both exist)."""
     jobs: int = 0
@@ -151,13 +141,6 @@ def base_obs_args(task: str) -> list[str]:
     return ["--ignore-obs-keys", *ignored] if ignored else []
 
 
-def residual_args(cfg: BenchResidualConfig, task: str) -> str:
-    """The residual arm's extra ``handrail train`` options on ``task``."""
-    if cfg.train_args is not None:
-        return cfg.train_args
-    return TASK_RESIDUAL_ARGS.get(task, DEFAULT_RESIDUAL_ARGS)
-
-
 def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:
     """The base alone on the final evaluation's episodes."""
     from handrail.launch.bases import make_base
@@ -193,7 +176,7 @@ def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run
                         "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
                         "--no-progress"]  # fmt: skip
                 if arm == RESIDUAL:
-                    argv += ["--residual-on", info["base"], *shlex.split(residual_args(cfg, task))]
+                    argv += ["--residual-on", info["base"], *shlex.split(cfg.train_args)]
                 runs.append(Run(task, arm, seed, steps, folder, tuple(argv)))
     return runs
 

@@ -193,16 +193,26 @@ _SPARSE_SAC = {
     "entropy_rows": "online",
     "intervention_bc_weight": 2.0,
 }
+# A task's residual-RL settings (--residual-on), on top of RESIDUAL_SAC below; measured by
+# `handrail bench residual` on a 10-demo BC base (README). pick_cube: that base departs from the
+# expert by 0.4-0.8 per action dimension on its own states, more than the 0.1 default can
+# correct, so the correction may reach 0.5 and also imitates the demos. peg_insert: a bias of
+# 0.01 (0.3 mm per step) on the base's x action takes it from 65% to 5%, so the correction stays
+# small (0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5).
+_PICK_CUBE_RESIDUAL = {"residual_scale": 0.5, "bc_weight": 1.0}
+_PEG_INSERT_RESIDUAL = {"bc_weight": 1.0, "residual_penalty": 10.0, "actor_lr": 1e-5}
 _PRESETS: dict[str, dict[str, Any]] = {
     "reach": {"steps": 15_000, "env": {"reward": "dense"},
               "sac": {**_SPARSE_SAC, "n_step": 1, "backup_entropy": True},
               "loop": {"warmup_steps": 500}},
     "pick_cube": {"steps": 20_000, "expert_demos": 20, "sac": {**_SPARSE_SAC, "actor_utd": 0},
-                  "loop": {"warmup_steps": 500}, "env": {"episode_steps": 50}},
+                  "loop": {"warmup_steps": 500}, "env": {"episode_steps": 50},
+                  "residual": {"sac": _PICK_CUBE_RESIDUAL}},
     "peg_insert": {"steps": 20_000, "expert_demos": 20,
                    "sac": {**_SPARSE_SAC, "intervention_bc_weight": 8.0},
                    "loop": {"warmup_steps": 500, "takeover_penalty": 1.0},
                    "person": {"stall_from": "first-gain", "judge_direction_below": 0.75},
+                   "residual": {"sac": _PEG_INSERT_RESIDUAL},
                    "ignore_obs_keys": ("proprio", "peg", "hole")},
     "push": {"steps": 50_000, "expert_demos": 20, "eval_every": 2_500, "sac": _SPARSE_SAC,
              "loop": {"warmup_steps": 500}},
@@ -225,16 +235,19 @@ RESIDUAL_SAC: dict[str, Any] = {"algorithm": "td3", "residual_scale": 0.1, "acto
 def preset(task: str, residual_on: str | None = None, **overrides: Any) -> TrainConfig:
     """The defaults of a task (the generic preset for a task without one), then ``overrides``.
 
-    ``residual_on``: a base policy (see ``--residual-on``): the task's residual-RL defaults
-    (``RESIDUAL_SAC`` on top of its preset). ``overrides`` are TrainConfig fields; ``sac`` and
-    ``loop`` may be dicts of their fields, merged into the preset's.
+    ``residual_on``: a base policy (see ``--residual-on``): the residual-RL defaults
+    (``RESIDUAL_SAC``, then the task's own ``residual`` settings) on top of its preset.
+    ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
+    merged into the preset's.
     """
     spec = _PRESETS.get(task, _GENERIC)
-    residual = RESIDUAL_SAC if residual_on is not None else {}
-    sac = {**spec.get("sac", {}), **residual, **overrides.pop("sac", {})}
-    loop = {**spec.get("loop", {}), **overrides.pop("loop", {})}
+    residual = spec.get("residual", {}) if residual_on is not None else {}
+    sac = {**spec.get("sac", {}), **(RESIDUAL_SAC if residual_on is not None else {}),
+           **residual.get("sac", {}), **overrides.pop("sac", {})}  # fmt: skip
+    loop = {**spec.get("loop", {}), **residual.get("loop", {}), **overrides.pop("loop", {})}
     env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
-    plain = {k: v for k, v in spec.items() if k not in ("sac", "loop", "env", "person")}
+    nested = ("sac", "loop", "env", "person", "residual")
+    plain = {k: v for k, v in spec.items() if k not in nested}
     if "person" in spec and "hil" not in overrides:
         plain["hil"] = HumanLoopConfig(simulated=SimulatedHumanConfig(**spec["person"]))
     if overrides.get("demos") is not None and "expert_demos" not in overrides:

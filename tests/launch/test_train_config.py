@@ -41,6 +41,24 @@ def test_peg_insert_trains_with_a_patient_simulated_person_that_options_still_ch
     assert again.hil.simulated == peg
 
 
+def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
+    """--residual-on adds RESIDUAL_SAC, then the task's own residual settings, and options still
+    override them; without a base nothing of it applies."""
+    pick = preset("pick_cube", residual_on="expert").sac
+    assert (pick.algorithm, pick.residual_scale, pick.bc_weight, pick.actor_lr) == ("td3", 0.5,
+                                                                                 1.0, 1e-4)  # fmt: skip
+    peg = preset("peg_insert", residual_on="expert").sac
+    assert (peg.residual_scale, peg.residual_penalty, peg.actor_lr, peg.bc_weight) == (0.1, 10.0,
+                                                                                    1e-5, 1.0)  # fmt: skip
+    assert preset("reach", residual_on="expert").sac.residual_scale == 0.1  # RESIDUAL_SAC's
+    mine = parse_args(["--task", "pick_cube", "--residual-on", "expert",
+                       "--sac.residual-scale", "0.2"]).sac  # fmt: skip
+    assert (mine.residual_scale, mine.bc_weight, mine.algorithm) == (0.2, 1.0, "td3")
+    plain = preset("pick_cube").sac
+    assert (plain.algorithm, plain.residual_scale, plain.bc_weight) == ("sac", 0.0, 0.0)
+    assert preset("pick_cube").sac.utd == pick.utd == 8  # the task preset stays underneath
+
+
 def test_env_kwargs_add_to_the_presets_and_parse_literals() -> None:
     cfg = parse_args(["--task", "pick_cube", "--env-kwargs", "episode_steps=80", "cameras=()"])
     assert cfg.env["episode_steps"] == 80 and cfg.env["cameras"] == ()
