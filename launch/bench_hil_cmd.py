@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import tyro
 
 from handrail.launch.bench_learning_cmd import (
@@ -31,6 +30,8 @@ from handrail.launch.bench_learning_cmd import (
     execute,
     plan,
     plot,
+    seed_cells,
+    speed_up,
     summarize_run,
 )
 
@@ -83,10 +84,6 @@ def learning_config(cfg: BenchHilConfig) -> BenchLearningConfig:
     )  # fmt: skip
 
 
-def _fmt(values: list[Any], fmt: str) -> str:
-    return ", ".join("-" if v is None else format(v, fmt) for v in values)
-
-
 def _pairs(values: list[tuple[Any, Any]], sep: str) -> str:
     """Per seed, two percentages joined by ``sep`` ("-" where a run has none)."""
     return ", ".join(sep.join("-" if v is None else f"{v:.0%}" for v in pair) for pair in values)
@@ -107,22 +104,17 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             continue
         alone = [by[ALONE][s].get("steps_to_goal") for s in seeds]
         helped = [by[HELPED][s].get("steps_to_goal") for s in seeds]
-        ratios = [a / h for a, h in zip(alone, helped, strict=True) if a and h]
+        ratios, speed = speed_up(alone, helped)
         human = [by[HELPED][s].get("human_steps_to_goal") for s in seeds]
         person = [by[HELPED][s].get("human", {}) for s in seeds]
         share = [(p.get("human_share"), p.get("human_share_last_100")) for p in person]
         lowest = [(by[ALONE][s].get("min_after"), by[HELPED][s].get("min_after")) for s in seeds]
         finals = [(by[ALONE][s]["final"]["success_rate"], by[HELPED][s]["final"]["success_rate"])
                   for s in seeds]  # fmt: skip
-        # the mean of the seeds' ratios, and the ratio of their mean steps (which one lucky seed
-        # sways less)
-        speed = (f"{np.mean(ratios):.2f}x; {np.mean(alone) / np.mean(helped):.2f}x"
-                 if len(ratios) == len(seeds) else "-")  # fmt: skip
-        lines.append(
-            f"| {task} | {_fmt(seeds, 'd')} | {_fmt(alone, ',')} | {_fmt(helped, ',')} | "
-            f"{_fmt(ratios, '.2f')} ({speed}) | {_fmt(human, ',')} | {_pairs(share, ' / ')} | "
-            f"{_pairs(lowest, ' / ')} | {_pairs(finals, ' / ')} |"
-        )
+        cells = [seed_cells(seeds, "d"), seed_cells(alone, ","), seed_cells(helped, ","),
+                 f"{seed_cells(ratios, '.2f')} ({speed})", seed_cells(human, ","),
+                 _pairs(share, " / "), _pairs(lowest, " / "), _pairs(finals, " / ")]  # fmt: skip
+        lines.append(f"| {task} | {' | '.join(cells)} |")
     return lines + _trigger_lines(rows)
 
 

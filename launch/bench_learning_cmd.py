@@ -245,6 +245,23 @@ def summarize_run(run: Run) -> dict[str, Any]:
     return out
 
 
+def seed_cells(values: Sequence[Any], fmt: str) -> str:
+    """One table cell: each seed's value, "-" where it has none."""
+    return ", ".join("-" if v is None else format(v, fmt) for v in values)
+
+
+def speed_up(slow: Sequence[float | None], fast: Sequence[float | None]) -> tuple[list[float], str]:
+    """Per seed, the env steps ``slow`` over ``fast`` to a goal, and their summary: the mean of
+    the seeds' ratios, then the ratio of the mean steps, which one lucky seed sways less ("-"
+    unless every seed reached both goals)."""
+    pairs = [(s, f) for s, f in zip(slow, fast, strict=True) if s and f]
+    ratios = [s / f for s, f in pairs]
+    if not ratios or len(ratios) != len(slow):
+        return ratios, "-"
+    mean_slow, mean_fast = (float(np.mean(side)) for side in zip(*pairs, strict=True))
+    return ratios, f"{np.mean(ratios):.2f}x; {mean_slow / mean_fast:.2f}x"
+
+
 def _cells(group: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
     """One column of a table line: each seed's value, "-" where it has none."""
     return ", ".join("-" if r.get(key) is None else format(r[key], fmt) for r in group)

@@ -22,13 +22,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import tyro
 
 from handrail.launch.bench_learning_cmd import (
     FINAL_SEED,
     Run,
     execute,
+    seed_cells,
+    speed_up,
     summarize_run,
     sustained_at,
 )
@@ -196,14 +197,11 @@ def _records(run: Run) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _cells(values: list[Any], fmt: str) -> str:
-    return ", ".join("-" if v is None else format(v, fmt) for v in values)
-
-
 def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[str]:
     """One line per task (see the module docstring)."""
     lines = ["| task | base alone | seeds | residual: env steps to 95% sustained | residual final "
-             "success | SAC: env steps to 90% sustained | SAC final success | speed-up (mean) |",
+             "success | SAC: env steps to 90% sustained | SAC final success | speed-up (mean; on "
+             "mean steps) |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for task in sorted(bases):
         by = {arm: {r["seed"]: r for r in rows if (r["task"], r["learner"]) == (task, arm)}
@@ -214,12 +212,11 @@ def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[
         res_final = [by[RESIDUAL][s]["final"]["success_rate"] if s in by[RESIDUAL] else None
                      for s in seeds]  # fmt: skip
         sac_final = [by[SAC][s]["final"]["success_rate"] if s in by[SAC] else None for s in seeds]
-        ratios = [b / a for a, b in zip(res, sac, strict=True) if a and b]
-        speed = f"{np.mean(ratios):.1f}x" if ratios and len(ratios) == len(seeds) else "-"
+        ratios, speed = speed_up(sac, res)
         lines.append(
-            f"| {task} | {bases[task]['base_success']:.0%} | {_cells(seeds, 'd')} | "
-            f"{_cells(res, ',')} | {_cells(res_final, '.0%')} | {_cells(sac, ',')} | "
-            f"{_cells(sac_final, '.0%')} | {_cells(ratios, '.1f')} ({speed}) |"
+            f"| {task} | {bases[task]['base_success']:.0%} | {seed_cells(seeds, 'd')} | "
+            f"{seed_cells(res, ',')} | {seed_cells(res_final, '.0%')} | {seed_cells(sac, ',')} | "
+            f"{seed_cells(sac_final, '.0%')} | {seed_cells(ratios, '.2f')} ({speed}) |"
         )
     return lines
 

@@ -54,6 +54,16 @@ def _fake_run(folder: Path, rates: list[float], train_success: list[float]) -> R
     return Run("pick_cube", "handrail", 0, 1000 * len(rates), folder)
 
 
+def test_speed_up_reads_the_mean_ratio_and_the_ratio_of_the_mean_steps() -> None:
+    """One lucky seed (9k against 1k) carries the mean of the ratios, not the mean steps; a seed
+    that missed either goal leaves the summary out but keeps the others' ratios."""
+    assert bench.speed_up([9000, 3000, 3000], [1000, 3000, 3000]) == ([9.0, 1.0, 1.0],
+                                                                      "3.67x; 2.14x")  # fmt: skip
+    assert bench.speed_up([4000, None], [2000, 1000]) == ([2.0], "-")
+    assert bench.speed_up([None], [None]) == ([], "-")
+    assert bench.seed_cells([1234, None, 5], ",") == "1,234, -, 5"
+
+
 def test_run_summary_and_table_lines(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "r", [0.1, 0.9, 1.0, 0.96, 0.8, 1.0], [0, 0.5, 1, 1, 0.6, 1])
     row = bench.summarize_run(run)

@@ -47,7 +47,7 @@ def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
     sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0, 0, 0, 0.2, 0.5, 0.6, 0.9, 0.91, 0.95]))
     assert (residual["steps_to_arm_goal"], sac["steps_to_arm_goal"]) == (3000, 4500)
     line = res.table([residual, sac], BASES)[2]
-    assert line == "| pick_cube | 42% | 0 | 3,000 | 99% | 4,500 | 95% | 1.5 (1.5x) |"
+    assert line == "| pick_cube | 42% | 0 | 3,000 | 99% | 4,500 | 95% | 1.50 (1.50x; 1.50x) |"
 
 
 def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
