@@ -263,8 +263,8 @@ def speed_up(slow: Sequence[float | None], fast: Sequence[float | None]) -> tupl
 
 
 def _cells(group: Sequence[dict[str, Any]], key: str, fmt: str) -> str:
-    """One column of a table line: each seed's value, "-" where it has none."""
-    return ", ".join("-" if r.get(key) is None else format(r[key], fmt) for r in group)
+    """One column of a table line: each seed's ``key``, "-" where it has none."""
+    return seed_cells([r.get(key) for r in group], fmt)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> list[str]:
