@@ -6,6 +6,7 @@ A task is a handrail task (``reach``, ``pick_cube``, ...), any ``gymnasium.make`
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 from typing import Any
@@ -35,23 +36,62 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         return handrail.sim.make(task, render_mode=render_mode, **overrides)
     if overrides:
         raise ValueError(f"env overrides {sorted(overrides)} only apply to handrail tasks")
-    env_id = task
-    if ":" in task:
-        module, env_id = task.split(":", 1)
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ValueError(
-                f"--task {task!r}: cannot import module {module!r} ({exc}); the module:EnvId "
-                "form imports the module (which registers EnvId) before gymnasium.make"
-            ) from exc
+    env_id = _gym_id(task, "--task")
     try:
         return gym.make(env_id, render_mode=render_mode)
     except gym.error.Error as exc:
+        raise _unknown_task(task, "--task", exc) from exc
+
+
+def check_task(task: str, *, option: str = "--task", handrail_only: str = "") -> None:
+    """Fails before any work starts, saying how to fix it, for a task :func:`make_env` cannot
+    build (a bench checks its ``--tasks`` this way before launching a run per seed).
+
+    Args:
+        option: the option that named the task, for the message.
+        handrail_only: if given, only handrail tasks will do, for this reason (e.g. "the
+            simulated person is a handrail task's scripted expert").
+
+    Raises:
+        ValueError: If the task is unknown, or not a handrail task where one is needed.
+    """
+    if task in HANDRAIL_TASKS:
+        return
+    if handrail_only:
+        message = f"{option} {task!r} is not a handrail task {HANDRAIL_TASKS}: {handrail_only}."
+        raise ValueError(f"{message} {_did_you_mean(task)}".rstrip())
+    try:
+        gym.spec(_gym_id(task, option))
+    except gym.error.Error as exc:
+        raise _unknown_task(task, option, exc) from exc
+
+
+def _gym_id(task: str, option: str) -> str:
+    """The gymnasium id of ``task``, importing the module of a ``module:EnvId`` first."""
+    if ":" not in task:
+        return task
+    module, env_id = task.split(":", 1)
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
         raise ValueError(
-            f"--task {task!r} is not a handrail task {HANDRAIL_TASKS} and gymnasium.make "
-            f"failed: {exc}. Use a handrail task, a registered gymnasium id, or module:EnvId"
+            f"{option} {task!r}: cannot import module {module!r} ({exc}); the module:EnvId "
+            "form imports the module (which registers EnvId) before gymnasium.make"
         ) from exc
+    return env_id
+
+
+def _did_you_mean(task: str) -> str:
+    close = difflib.get_close_matches(task, HANDRAIL_TASKS, n=1)
+    return f"Did you mean {close[0]!r}? " if close else ""
+
+
+def _unknown_task(task: str, option: str, exc: Exception) -> ValueError:
+    return ValueError(
+        f"{option} {task!r} is not a handrail task {HANDRAIL_TASKS} and gymnasium does not "
+        f"know it ({str(exc).rstrip('.')}). {_did_you_mean(task)}Use a handrail task, a "
+        "registered gymnasium id, or module:EnvId"
+    )
 
 
 def check_spaces(env: gym.Env, task: str) -> tuple[Any, Any]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from handrail.launch.envs import make_env
+from handrail.launch import cli
+from handrail.launch.envs import check_task, make_env
 
 
 def test_module_envid_form_imports_the_module(
@@ -33,3 +34,34 @@ def test_module_envid_form_imports_the_module(
 def test_unknown_task_lists_the_handrail_tasks() -> None:
     with pytest.raises(ValueError, match=r"not a handrail task .*pick_cube"):
         make_env("NoSuchEnv-v9")
+
+
+def test_a_misspelt_task_suggests_the_handrail_task_it_is_close_to() -> None:
+    with pytest.raises(ValueError, match=r"Did you mean .peg_insert.\?"):
+        make_env("peg_insrt")
+    with pytest.raises(ValueError) as info:
+        make_env("NoSuchEnv-v9")
+    assert "Did you mean" not in str(info.value)
+
+
+def test_check_task_passes_what_make_env_can_build_and_names_the_option() -> None:
+    check_task("pick_cube")
+    check_task("Pendulum-v1", option="--tasks")
+    with pytest.raises(ValueError, match=r"^--tasks 'pick_cub' .*Did you mean 'pick_cube'\?"):
+        check_task("pick_cub", option="--tasks")
+    with pytest.raises(ValueError, match=r"not a handrail task .*: needs an expert\.$"):
+        check_task("Pendulum-v1", handrail_only="needs an expert")
+
+
+@pytest.mark.parametrize(
+    ("bench", "task"),
+    [("hil", "pick_cub"), ("residual", "Pendulum-v1"), ("learning", "NoSuchEnv-v9")],
+)
+def test_a_bench_refuses_an_unknown_task_before_starting_any_run(
+    bench: str, task: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench"
+    argv = ["bench", bench, "--tasks", "pick_cube", task, "--out", str(out), "--jobs", "1"]
+    assert cli.main(argv) == 2
+    assert f"--tasks '{task}' is not a handrail task" in capsys.readouterr().err
+    assert not out.exists()  # nothing was recorded, trained or written
