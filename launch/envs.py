@@ -40,7 +40,7 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
     try:
         return gym.make(env_id, render_mode=render_mode)
     except gym.error.Error as exc:
-        raise _unknown_task(task, "--task", exc) from exc
+        raise _unknown_task(task, "--task", f"gymnasium.make failed: {exc}") from exc
 
 
 def check_task(task: str, *, option: str = "--task", handrail_only: str = "") -> None:
@@ -63,7 +63,7 @@ def check_task(task: str, *, option: str = "--task", handrail_only: str = "") ->
     try:
         gym.spec(_gym_id(task, option))
     except gym.error.Error as exc:
-        raise _unknown_task(task, option, exc) from exc
+        raise _unknown_task(task, option, f"gymnasium does not know it: {exc}") from exc
 
 
 def _gym_id(task: str, option: str) -> str:
@@ -86,11 +86,10 @@ def _did_you_mean(task: str) -> str:
     return f"Did you mean {close[0]!r}? " if close else ""
 
 
-def _unknown_task(task: str, option: str, exc: Exception) -> ValueError:
+def _unknown_task(task: str, option: str, why: str) -> ValueError:
     return ValueError(
-        f"{option} {task!r} is not a handrail task {HANDRAIL_TASKS} and gymnasium does not "
-        f"know it ({str(exc).rstrip('.')}). {_did_you_mean(task)}Use a handrail task, a "
-        "registered gymnasium id, or module:EnvId"
+        f"{option} {task!r} is not a handrail task {HANDRAIL_TASKS} and {why.rstrip('.')}. "
+        f"{_did_you_mean(task)}Use a handrail task, a registered gymnasium id, or module:EnvId"
     )
 
 
