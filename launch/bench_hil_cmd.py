@@ -135,11 +135,11 @@ def _trigger_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def bench_hil(cfg: Annotated[BenchHilConfig, tyro.conf.arg(name="")]) -> int:
     """Env steps to 90% with and without the simulated person in the loop (HIL-SERL's effect)."""
-    from handrail.launch.envs import check_task
+    from handrail.launch.envs import check_tasks
 
-    for task in cfg.tasks:
-        check_task(task, option="--tasks",
-                   handrail_only="the simulated person is a handrail task's scripted expert")  # fmt: skip
+    check_tasks(
+        cfg.tasks, handrail_only="the simulated person is a handrail task's scripted expert"
+    )
     learning = learning_config(cfg)
     runs = plan(learning)
     if not cfg.report_only:

@@ -104,7 +104,7 @@ class Run:
 def plan(cfg: BenchLearningConfig) -> list[Run]:
     """Every run of the bench, with its ``handrail train`` arguments (unknown tasks fail here,
     before any run starts)."""
-    from handrail.launch.envs import HANDRAIL_TASKS, check_task
+    from handrail.launch.envs import HANDRAIL_TASKS, check_tasks
     from handrail.launch.train_config import preset
 
     if cfg.quick:
@@ -112,8 +112,7 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
                                   steps=6_000, eval_episodes=20, final_episodes=20,
                                   jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
                                   report_only=cfg.report_only)  # fmt: skip
-    for task in cfg.tasks:
-        check_task(task, option="--tasks")
+    check_tasks(cfg.tasks)
     runs = []
     for task in cfg.tasks:
         steps = cfg.steps or preset(task).steps

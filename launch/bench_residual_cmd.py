@@ -254,13 +254,11 @@ def plot(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]], out: Path
 
 def bench_residual(cfg: Annotated[BenchResidualConfig, tyro.conf.arg(name="")]) -> int:
     """Residual RL on a BC base against SAC from scratch, same demonstrations."""
-    from handrail.launch.envs import check_task
+    from handrail.launch.envs import check_tasks
 
     if cfg.quick:
         cfg = _quick(cfg)
-    for task in cfg.tasks:
-        check_task(task, option="--tasks",
-                   handrail_only="the base is cloned from a handrail task's expert demos")  # fmt: skip
+    check_tasks(cfg.tasks, handrail_only="the base is cloned from a handrail task's expert demos")
     cfg.out.mkdir(parents=True, exist_ok=True)
     bases = {task: prepare_base(cfg, task) for task in cfg.tasks}
     runs = plan(cfg, bases)

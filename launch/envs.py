@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -43,27 +44,27 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         raise _unknown_task(task, "--task", f"gymnasium.make failed: {exc}") from exc
 
 
-def check_task(task: str, *, option: str = "--task", handrail_only: str = "") -> None:
-    """Fails before any work starts, saying how to fix it, for a task :func:`make_env` cannot
-    build (a bench checks its ``--tasks`` this way before launching a run per seed).
+def check_tasks(tasks: Sequence[str], *, handrail_only: str = "") -> None:
+    """Fails before any work starts, saying how to fix it, for a ``--tasks`` entry that
+    :func:`make_env` cannot build (a bench checks them all before launching a run per seed).
 
     Args:
-        option: the option that named the task, for the message.
         handrail_only: if given, only handrail tasks will do, for this reason (e.g. "the
             simulated person is a handrail task's scripted expert").
 
     Raises:
-        ValueError: If the task is unknown, or not a handrail task where one is needed.
+        ValueError: If a task is unknown, or not a handrail task where one is needed.
     """
-    if task in HANDRAIL_TASKS:
-        return
-    if handrail_only:
-        message = f"{option} {task!r} is not a handrail task {HANDRAIL_TASKS}: {handrail_only}."
-        raise ValueError(f"{message} {_did_you_mean(task)}".rstrip())
-    try:
-        gym.spec(_gym_id(task, option))
-    except gym.error.Error as exc:
-        raise _unknown_task(task, option, f"gymnasium does not know it: {exc}") from exc
+    for task in tasks:
+        if task in HANDRAIL_TASKS:
+            continue
+        if handrail_only:
+            message = f"--tasks {task!r} is not a handrail task {HANDRAIL_TASKS}: {handrail_only}."
+            raise ValueError(f"{message} {_did_you_mean(task)}".rstrip())
+        try:
+            gym.spec(_gym_id(task, "--tasks"))
+        except gym.error.Error as exc:
+            raise _unknown_task(task, "--tasks", f"gymnasium does not know it: {exc}") from exc
 
 
 def _gym_id(task: str, option: str) -> str:

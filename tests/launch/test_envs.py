@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from handrail.launch import cli
-from handrail.launch.envs import check_task, make_env
+from handrail.launch.envs import check_tasks, make_env
 
 
 def test_module_envid_form_imports_the_module(
@@ -44,13 +44,12 @@ def test_a_misspelt_task_suggests_the_handrail_task_it_is_close_to() -> None:
     assert "Did you mean" not in str(info.value)
 
 
-def test_check_task_passes_what_make_env_can_build_and_names_the_option() -> None:
-    check_task("pick_cube")
-    check_task("Pendulum-v1", option="--tasks")
+def test_check_tasks_passes_what_make_env_can_build_and_names_the_option() -> None:
+    check_tasks(["pick_cube", "Pendulum-v1"])
     with pytest.raises(ValueError, match=r"^--tasks 'pick_cub' .*Did you mean 'pick_cube'\?"):
-        check_task("pick_cub", option="--tasks")
+        check_tasks(["pick_cube", "pick_cub"])
     with pytest.raises(ValueError, match=r"not a handrail task .*: needs an expert\.$"):
-        check_task("Pendulum-v1", handrail_only="needs an expert")
+        check_tasks(["pick_cube", "Pendulum-v1"], handrail_only="needs an expert")
 
 
 @pytest.mark.parametrize(
