@@ -71,11 +71,13 @@ class BenchResidualConfig:
     final_episodes: int = 100
     """Episodes of the base's and each run's final evaluation."""
     bc_args: str | None = None
-    """``handrail bc`` options of the base on every task (default: per task,
-    :data:`TASK_BC_ARGS` or :data:`DEFAULT_BC_ARGS`)."""
+    """``handrail bc`` options of the base on every task, as one string:
+    --bc-args="--bc.steps 4000" (default: per task, :data:`TASK_BC_ARGS` or
+    :data:`DEFAULT_BC_ARGS`)."""
     train_args: str = ""
-    """More ``handrail train`` options for the residual runs on every task (they start from the
-    task's residual preset, ``--residual-on``'s defaults)."""
+    """More ``handrail train`` options for the residual runs on every task, as one string:
+    --train-args="--sac.residual-scale 0.2" (they start from the task's residual preset,
+    ``--residual-on``'s defaults)."""
     arms: tuple[str, ...] = (RESIDUAL, SAC)
     """Which arms to run (the table pairs them where both exist)."""
     jobs: int = 0

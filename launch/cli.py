@@ -142,6 +142,22 @@ def _usage(prefix: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
+_OPTION_STRINGS = ("--train-args", "--bc-args")
+"""Options whose value is itself a string of options (the benches pass it on to the runs)."""
+
+
+def _join_option_strings(args: list[str]) -> list[str]:
+    """``--train-args "--sac.utd 4"`` as ``--train-args=--sac.utd 4``: the argument parser takes a
+    separate value that starts with a dash for an option and reports the value as missing."""
+    out: list[str] = []
+    for arg in args:
+        if out and out[-1] in _OPTION_STRINGS and arg.startswith("-"):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def _match(argv: Sequence[str]) -> tuple[tuple[str, ...], Command] | None:
     for length in (2, 1):
         key = tuple(argv[:length])
@@ -181,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             result = tyro.cli(
                 func,
-                args=args[len(key) :],
+                args=_join_option_strings(args[len(key) :]),
                 prog="handrail " + " ".join(key),
                 description=command.summary,
             )

@@ -64,3 +64,14 @@ def test_a_bench_refuses_an_unknown_task_before_starting_any_run(
     assert cli.main(argv) == 2
     assert f"--tasks '{task}' is not a handrail task" in capsys.readouterr().err
     assert not out.exists()  # nothing was recorded, trained or written
+
+
+@pytest.mark.parametrize(("bench", "option"), [("hil", "--train-args"), ("residual", "--bc-args")])
+def test_a_bench_takes_a_string_of_options_given_as_a_separate_argument(
+    bench: str, option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--train-args "--sac.utd 4"`: the shell passes the value as its own argument, which starts
+    # with a dash. It must reach the bench (here: its task check), not fail as a missing value.
+    assert cli.main(["bench", bench, "--tasks", "pick_cub", option, "--sac.utd 4"]) == 2
+    err = capsys.readouterr().err
+    assert "Did you mean 'pick_cube'?" in err and "Missing value" not in err
