@@ -178,7 +178,8 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # pick_cube's learner does not see the cube's absolute pose (cube_from_tcp_dm says where it is
 # from the gripper): steadier and no slower. With 20 demos 90% sustained from 3.0k/3.0k/2.0k env
 # steps instead of 3.0k/3.5k/3.3k, final success 100% on every seed instead of 92-100% (bench
-# hil's no-person arm); with 10 demos from 3.0k/2.5k instead of 4.5k/3.5k (seeds 0 and 1).
+# hil's no-person arm); with 10 demos from 3.0k/2.5k/4.0k instead of 4.5k/3.5k/6.5k (bench
+# residual's SAC arm). A 10-demo BC base reads 85% on these keys, 64% on every key.
 # peg_insert's learner sees only where to go next (the tip-to-entry offset and the yaw turn to
 # the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
 # (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).
