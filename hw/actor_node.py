@@ -168,7 +168,8 @@ def _actor(
             )
         env = InterventionEnv(ros_env, human)
         learner = RobotLearner(env, str(p["learner_config"]), str(p["run_dir"]), seed=int(p["seed"]),
-                               demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]))  # fmt: skip
+                               demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]),
+                               ignore_obs_keys=ros_env.config.cameras)  # fmt: skip
         return learner.actor, learner
     if p["learner"] != "none":
         raise ValueError(f"learner must be none or local; got {p['learner']!r}")

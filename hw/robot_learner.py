@@ -3,9 +3,9 @@
 ``actor_node`` with ``learner:=local`` runs :class:`~handrail.learners.loop.AsyncTrainer` over the
 ROS env: the actor acts with the newest published parameters at the control rate, and the
 learner thread updates in the background at the configured UTD without ever making the actor
-wait (the trainer's transition sink is a queue). The algorithm and loop settings come from a
-``handrail train`` run's ``config.json`` (its ``sac`` and ``loop`` sections), so a config tuned in
-sim is the one used on the arm; demonstrations (e.g. recorded through this same stack with
+wait (the trainer's transition sink is a queue). The algorithm and loop settings and the
+observation keys the learner leaves out come from a ``handrail train`` run's ``config.json`` (its
+``sac``, ``loop`` and ``ignore_obs_keys``), so a config tuned in sim is the one used on the arm; demonstrations (e.g. recorded through this same stack with
 ``policy:=expert`` or by a person) come from a Zarr store and fill half of every batch.
 
 The learner's checkpoints go to ``<run_dir>/checkpoints/latest`` (the layout of ``handrail train``,
@@ -32,8 +32,9 @@ from handrail.learners.specs import ActionSpec, ObsSpec
 __all__ = ["RobotLearner", "load_train_config"]
 
 
-def load_train_config(path: str | Path) -> tuple[SACConfig, LoopConfig]:
-    """The ``sac`` and ``loop`` sections of a ``handrail train`` run's ``config.json``.
+def load_train_config(path: str | Path) -> tuple[SACConfig, LoopConfig, tuple[str, ...]]:
+    """The ``sac`` and ``loop`` sections of a ``handrail train`` run's ``config.json``, and the
+    observation keys its learner left out (``ignore_obs_keys``; none in a config without it).
 
     The loop always runs asynchronously here (the control loop must keep its rate).
 
@@ -48,6 +49,7 @@ def load_train_config(path: str | Path) -> tuple[SACConfig, LoopConfig]:
         sac = SACConfig.from_json(data["sac"])
         fields = {f.name for f in dataclasses.fields(LoopConfig)}
         loop = LoopConfig(**{k: v for k, v in data["loop"].items() if k in fields})
+        ignored = tuple(str(k) for k in data.get("ignore_obs_keys", ()))
     except FileNotFoundError:
         raise ValueError(
             f"learner_config {str(file)!r} does not exist: give the config.json of a "
@@ -58,7 +60,7 @@ def load_train_config(path: str | Path) -> tuple[SACConfig, LoopConfig]:
             f"learner_config {str(file)!r} is not a `handrail train` config.json with sac and "
             f"loop sections ({exc!r})"
         ) from None
-    return sac, dataclasses.replace(loop, mode="async")
+    return sac, dataclasses.replace(loop, mode="async"), ignored
 
 
 class RobotLearner:
@@ -72,8 +74,8 @@ class RobotLearner:
         demos: a Zarr store of demonstrations ("" for none).
         sinks: more transition sinks (the Zarr recorder).
         save_every: episodes between checkpoints.
-        ignore_obs_keys: observation keys the learner does not see (camera images: the
-            learner is state-based).
+        ignore_obs_keys: observation keys the learner does not see besides the config's
+            (camera images: the learner is state-based).
     """
 
     def __init__(
@@ -88,8 +90,9 @@ class RobotLearner:
         save_every: int = 10,
         ignore_obs_keys: Sequence[str] = (),
     ) -> None:
-        sac_config, loop = load_train_config(config_path)
-        obs_spec = ObsSpec.from_space(env.observation_space, ignore=tuple(ignore_obs_keys))
+        sac_config, loop, ignored = load_train_config(config_path)
+        ignored += tuple(k for k in ignore_obs_keys if k not in ignored)
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=ignored)
         specs = obs_spec, ActionSpec.from_space(env.action_space)
         self.sac = SAC(*specs, sac_config)
         rows = _demo_rows(demos, *specs) if demos else None

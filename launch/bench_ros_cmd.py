@@ -45,7 +45,8 @@ def _learner_config(path: Path) -> Path:
 
     cfg = preset(_TASK)
     loop = dataclasses.replace(cfg.loop, warmup_steps=50, buffer_capacity=20_000)
-    path.write_text(json.dumps({"sac": cfg.sac.to_json(), "loop": dataclasses.asdict(loop)}))
+    path.write_text(json.dumps({"sac": cfg.sac.to_json(), "loop": dataclasses.asdict(loop),
+                                "ignore_obs_keys": list(cfg.ignore_obs_keys)}))  # fmt: skip
     return path
 
 
