@@ -14,7 +14,6 @@ DDS stays on this machine: ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` for every
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -43,10 +42,8 @@ def _start_arm(
 def _learner_config(path: Path) -> Path:
     from handrail.launch.train_config import preset
 
-    cfg = preset(_TASK)
-    loop = dataclasses.replace(cfg.loop, warmup_steps=50, buffer_capacity=20_000)
-    path.write_text(json.dumps({"sac": cfg.sac.to_json(), "loop": dataclasses.asdict(loop),
-                                "ignore_obs_keys": list(cfg.ignore_obs_keys)}))  # fmt: skip
+    cfg = preset(_TASK, loop={"warmup_steps": 50, "buffer_capacity": 20_000})
+    path.write_text(json.dumps(cfg.to_json()))  # a `handrail train` run's config.json
     return path
 
 
