@@ -5,8 +5,9 @@ ROS env: the actor acts with the newest published parameters at the control rate
 learner thread updates in the background at the configured UTD without ever making the actor
 wait (the trainer's transition sink is a queue). The algorithm and loop settings and the
 observation keys the learner leaves out come from a ``handrail train`` run's ``config.json`` (its
-``sac``, ``loop`` and ``ignore_obs_keys``), so a config tuned in sim is the one used on the arm; demonstrations (e.g. recorded through this same stack with
-``policy:=expert`` or by a person) come from a Zarr store and fill half of every batch.
+``sac``, ``loop`` and ``ignore_obs_keys``), so a config tuned in sim is the one used on the arm;
+demonstrations (e.g. recorded through this same stack with ``policy:=expert`` or by a person)
+come from a Zarr store and fill half of every batch.
 
 The learner's checkpoints go to ``<run_dir>/checkpoints/latest`` (the layout of ``handrail train``,
 so ``handrail eval`` and ``policy:=<run_dir>`` read them), after every ``save_every`` episodes and

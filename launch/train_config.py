@@ -178,8 +178,9 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # pick_cube's learner does not see the cube's absolute pose (cube_from_tcp_dm says where it is
 # from the gripper): steadier and faster. With 20 demos 90% sustained from 2.5k env steps on
 # the mean of 5 seeds instead of 3.6k, final success 100% on every seed (bench hil's no-person
-# arm; with the person 1.37k either way, so its speed-up fell from 2.59x to 1.84x); with 10 demos from 3.0k/2.5k/4.0k instead of 4.5k/3.5k/6.5k (bench
-# residual's SAC arm). A 10-demo BC base reads 85% on these keys, 64% on every key.
+# arm; with the person 1.37k either way, so its speed-up fell from 2.59x to 1.84x); with 10
+# demos from 3.0k/2.5k/4.0k instead of 4.5k/3.5k/6.5k (bench residual's SAC arm). A 10-demo BC
+# base reads 85% on these keys, 64% on every key.
 # peg_insert's learner sees only where to go next (the tip-to-entry offset and the yaw turn to
 # the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
 # (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).

@@ -8,7 +8,8 @@ pick_cube uses the sparse reward (1 on success, the episode ends there) and 20 s
 and no behaviour-cloning term: the default preset. Measured with `handrail bench learning`
 (50-episode evaluations every 1000 env steps; the preset without the cube's absolute pose):
 seeds 0, 1, 2 first reached 90% or more at 3k, 3k and 2k env steps and sustained 90% from 5k,
-5k and 6k. The budget, 6k env steps, is twice the latest first crossing. reach (dense reward, no demos) crosses 90% well inside its 15k-step preset.
+5k and 6k. The budget, 6k env steps, is twice the latest first crossing. reach (dense reward,
+no demos) crosses 90% well inside its 15k-step preset.
 """
 
 from __future__ import annotations
