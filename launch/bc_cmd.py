@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import tyro
 
@@ -35,8 +36,9 @@ class BCCommand:
     run_dir: Path | None = None
     """Run folder (default runs/<task>-bc-s<seed>-<time>)."""
     ignore_obs_keys: tuple[str, ...] = ()
-    """Observation keys the policy leaves out. With few demos, cloning only the relative keys
-    generalises far better: on peg_insert ``--ignore-obs-keys proprio peg hole`` keeps
+    """Observation keys the policy leaves out (default: the task preset's, as ``handrail train``;
+    give the option with no key to keep every key). With few demos, cloning only the relative
+    keys generalises far better: on peg_insert the preset's ``proprio peg hole`` keeps
     ``entry_from_tip_dm`` and ``hole_yaw_from_peg_rad``."""
     eval_episodes: int = 50
     """Episodes of the final evaluation on the task (0: none)."""
@@ -45,7 +47,8 @@ class BCCommand:
     progress: bool = True
     """Show the progress bar."""
     bc: BCConfig = field(default_factory=BCConfig)
-    """Network, chunking and optimisation settings."""
+    """Network, chunking and optimisation settings (default: the task's preset, e.g.
+    pick_cube's 8-action chunks; BCConfig's defaults on a task without one)."""
 
     def __post_init__(self) -> None:
         if self.max_episodes is not None and self.max_episodes < 1:
@@ -54,7 +57,35 @@ class BCCommand:
             raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
 
 
-def bc(cmd: Annotated[BCCommand, tyro.conf.arg(name="")]) -> int:
+def parse_args(argv: Sequence[str]) -> BCCommand:
+    """The BCCommand of a command line: the preset of its task (``--task``, else the store's),
+    then every option."""
+    from handrail.launch.cli import option_value
+    from handrail.launch.train_config import bc_preset
+
+    argv = list(argv)
+    demos = option_value(argv, "--demos")
+    task = option_value(argv, "--task") or (_store_task(Path(demos)) if demos else None)
+    prog, about = "handrail bc", "Behaviour cloning on a demo store (defaults: the task's preset)."
+    if demos is None or task is None:  # tyro names the missing --demos; bc() the store's problem
+        return tyro.cli(BCCommand, args=argv, prog=prog, description=about)
+    fields, ignored = bc_preset(task)
+    default = BCCommand(demos=Path(demos), ignore_obs_keys=ignored, bc=BCConfig(**fields))
+    return tyro.cli(BCCommand, default=default, args=argv, prog=prog, description=about)
+
+
+def _store_task(path: Path) -> str | None:
+    """The task a store names, or None where it cannot be read (``bc`` then says why)."""
+    import handrail.demos
+    from handrail.demos.errors import StoreError
+
+    try:
+        return str(handrail.demos.open_store(path).attrs.get("task") or "") or None
+    except (StoreError, OSError, ValueError):
+        return None
+
+
+def bc(cmd: BCCommand) -> int:
     """Behaviour cloning on a demo store; the checkpoint is a base for --residual-on bc:RUN."""
     import dataclasses
 

@@ -37,17 +37,11 @@ from handrail.launch.bench_learning_cmd import (
 RESIDUAL, SAC = "residual", "sac"
 GOALS = {RESIDUAL: 0.95, SAC: 0.9}
 """Sustained success each arm is timed to."""
-DEFAULT_BC_ARGS = "--bc.horizon 8 --bc.temporal-ensemble --bc.val-fraction 0 --bc.steps 2000"
-"""``handrail bc`` options of the base on a task without an entry in :data:`TASK_BC_ARGS`:
-8-action chunks, temporally ensembled, on all 10 demos (one held-out episode would be a tenth
-of the data)."""
-TASK_BC_ARGS = {"peg_insert": ""}
-"""Per task, ``handrail bc`` options of the base. On peg_insert plain BC (one action per step,
-a held-out episode) on the relative keys reached 79% alone, chunked BC 37%."""
-# The base, like both arms, sees the task preset's observation keys (``preset(task)``): on
-# peg_insert only where to go next (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``). From the
-# absolute poses of 10 demos every BC variant tried stayed at 0-10%, and every residual variant
-# tried on them drifted the base down to 0-36% within 600 env steps of its actor starting.
+# The base is `handrail bc` on the task's preset (launch/train_config.py): its BC settings and
+# the observation keys both arms train with. On peg_insert those are only where to go next
+# (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses of 10 demos every
+# BC variant tried stayed at 0-10%, and every residual variant tried on them drifted the base
+# down to 0-36% within 600 env steps of its actor starting.
 
 
 @dataclass(frozen=True)
@@ -70,10 +64,10 @@ class BenchResidualConfig:
     """Episodes per evaluation."""
     final_episodes: int = 100
     """Episodes of the base's and each run's final evaluation."""
-    bc_args: str | None = None
-    """``handrail bc`` options of the base on every task, as one string:
-    --bc-args="--bc.steps 4000" (default: per task, :data:`TASK_BC_ARGS` or
-    :data:`DEFAULT_BC_ARGS`)."""
+    bc_args: str = ""
+    """More ``handrail bc`` options for the base on every task, as one string:
+    --bc-args="--bc.steps 4000" (they start from the task's BC preset, ``handrail bc``'s
+    defaults)."""
     train_args: str = ""
     """More ``handrail train`` options for the residual runs on every task, as one string:
     --train-args="--sac.residual-scale 0.2" (they start from the task's residual preset,
@@ -97,7 +91,7 @@ def _quick(cfg: BenchResidualConfig) -> BenchResidualConfig:
     return BenchResidualConfig(
         tasks=("pick_cube",), seeds=(0,), demos=cfg.demos, residual_steps=1_500, sac_steps=1_500,
         eval_every=500, eval_episodes=10, final_episodes=20,
-        bc_args="--bc.steps 500" if cfg.bc_args == "" else cfg.bc_args,
+        bc_args=cfg.bc_args or "--bc.steps 500",
         train_args=cfg.train_args, arms=cfg.arms, jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
         report_only=cfg.report_only,
     )  # fmt: skip
@@ -120,28 +114,13 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             )
     if not (bc_run / "checkpoints" / "best").exists():
         argv = ["bc", "--demos", str(store), "--task", task, "--run-dir", str(bc_run),
-                "--eval-episodes", "10", "--no-progress", *base_obs_args(task),
-                *shlex.split(bc_args(cfg, task))]  # fmt: skip
+                "--eval-episodes", "10", "--no-progress", *shlex.split(cfg.bc_args)]  # fmt: skip
         if cli.main(argv) != 0:
             raise RuntimeError(f"bench residual: handrail bc on {store} failed")
     base_file = folder / "base.json"
     if not base_file.is_file():
         base_file.write_text(json.dumps(base_success(task, f"bc:{bc_run}", cfg.final_episodes)))
     return {"store": store, "base": f"bc:{bc_run}", **json.loads(base_file.read_text())}
-
-
-def bc_args(cfg: BenchResidualConfig, task: str) -> str:
-    """The base's ``handrail bc`` options on ``task``."""
-    return cfg.bc_args if cfg.bc_args is not None else TASK_BC_ARGS.get(task, DEFAULT_BC_ARGS)
-
-
-def base_obs_args(task: str) -> list[str]:
-    """``handrail bc`` options that give the base the observation keys of the task's preset
-    (both arms train with that preset, so all three see the same keys)."""
-    from handrail.launch.train_config import preset
-
-    ignored = preset(task).ignore_obs_keys
-    return ["--ignore-obs-keys", *ignored] if ignored else []
 
 
 def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:

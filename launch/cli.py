@@ -85,6 +85,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("bc",): Command(
         "bc_cmd:bc",
         "Behaviour cloning on a demo store (a base policy for train --residual-on bc:RUN).",
+        parse="bc_cmd:parse_args",
     ),
     ("bench", "ros"): Command(
         "bench_ros_cmd:bench_ros",
@@ -140,6 +141,17 @@ def _usage(prefix: tuple[str, ...] = ()) -> str:
     lines.append("")
     lines.append("Run `handrail COMMAND --help` for the options of one command.")
     return "\n".join(lines)
+
+
+def option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value given to ``name`` on a command line (``--name V`` or ``--name=V``), if any: for
+    a command whose defaults depend on it (``train --task``'s preset)."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 _OPTION_STRINGS = ("--train-args", "--bc-args")

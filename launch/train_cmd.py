@@ -21,6 +21,7 @@ from typing import Any
 
 import tyro
 
+from handrail.launch.cli import option_value
 from handrail.launch.envs import make_env
 from handrail.launch.train_config import (
     TrainConfig,
@@ -38,9 +39,9 @@ _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 def parse_args(argv: Sequence[str]) -> TrainConfig:
     """The TrainConfig of a command line: the preset of its ``--task``, then every option."""
     argv = list(argv)
-    task = _option(argv, "--task") or "pick_cube"
-    default = preset(task, residual_on=_option(argv, "--residual-on"))
-    sac_preset = _option(argv, "--sac-preset")
+    task = option_value(argv, "--task") or "pick_cube"
+    default = preset(task, residual_on=option_value(argv, "--residual-on"))
+    sac_preset = option_value(argv, "--sac-preset")
     if sac_preset not in (None, "task"):
         from handrail.learners.sac import SACConfig
 
@@ -53,16 +54,6 @@ def parse_args(argv: Sequence[str]) -> TrainConfig:
                       description="Train a policy on a task (defaults: the task's preset).")  # fmt: skip
     env = {**default.env, **parsed.env}  # --env-kwargs adds to the preset's
     return dataclasses.replace(parsed, env_kwargs=format_env_kwargs(env))
-
-
-def _option(argv: Sequence[str], name: str) -> str | None:
-    """The value given to ``name`` on a command line (``--name V`` or ``--name=V``), if any."""
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:

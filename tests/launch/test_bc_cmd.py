@@ -76,6 +76,24 @@ def test_ignored_keys_are_left_out_of_the_policy_but_not_of_the_observation(
     np.testing.assert_array_equal(base(moved), action)  # the left-out keys change nothing
 
 
+def test_defaults_are_the_task_preset(reach_demos: Path, tmp_path: Path) -> None:
+    """`handrail bc` starts from its task's preset as `handrail train` does (the store's task, or
+    --task), then every option given: a user cloning pick_cube gets the measured recipe."""
+    from handrail.launch.bc_cmd import BCCommand, parse_args
+
+    pick = tmp_path / "pick"
+    assert cli.main(["record", "--task", "pick_cube", "--episodes", "1", "--out", str(pick)]) == 0
+    cmd = parse_args(["--demos", str(pick)])
+    assert cmd.ignore_obs_keys == ("object",)
+    assert (cmd.bc.horizon, cmd.bc.temporal_ensemble, cmd.bc.val_fraction, cmd.bc.steps) == (
+        8, True, 0.0, 2000)  # fmt: skip
+    cmd = parse_args(["--demos", str(pick), "--bc.horizon", "4", "--ignore-obs-keys"])
+    assert (cmd.bc.horizon, cmd.bc.temporal_ensemble, cmd.ignore_obs_keys) == (4, True, ())
+    assert parse_args(["--demos", str(reach_demos)]) == BCCommand(demos=reach_demos)
+    on_peg = parse_args(["--demos", str(reach_demos), "--task", "peg_insert"])
+    assert on_peg.ignore_obs_keys == ("proprio", "peg", "hole") and on_peg.bc.horizon == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
