@@ -181,9 +181,11 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # arm; with the person 1.37k either way, so its speed-up fell from 2.59x to 1.84x); with 10
 # demos from 3.0k/2.5k/4.0k instead of 4.5k/3.5k/6.5k (bench residual's SAC arm). A 10-demo BC
 # base reads 85% on these keys, 64% on every key.
-# pick_cube starts updating after 250 env steps, not 500 (bench hil, 4k env steps, evaluations
-# every 250, 5 seeds): with the person 90% sustained from 1.05k on the mean instead of 1.37k, as
-# its corrections are learned from sooner; alone 2.4k instead of 2.5k.
+# pick_cube starts updating after 250 env steps, not 500 (bench hil, evaluations every 250,
+# 5 seeds): with the person 90% sustained from 1.07k on the mean instead of 1.37k, as
+# its corrections are learned from sooner; alone 2.4k instead of 2.5k. Its residual runs keep
+# 500: with 250 the critics had seen fewer of the base's returns when the actor started, and the
+# 85% base read 24-48% at the next evaluation (3 of 3 seeds; 76% with 500).
 # peg_insert's learner sees only where to go next (the tip-to-entry offset and the yaw turn to
 # the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
 # (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).
@@ -209,19 +211,20 @@ _SPARSE_SAC = {
 # 0.01 (0.3 mm per step) on the base's x action takes it from 65% to 5%, so the correction stays
 # small (0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5).
 _PICK_CUBE_RESIDUAL = {"residual_scale": 0.5, "bc_weight": 1.0}
+_PEG_INSERT_RESIDUAL = {"bc_weight": 1.0, "residual_penalty": 10.0, "actor_lr": 1e-5}
 # A task's `handrail bc` settings (BCConfig fields, on the task's observation keys), measured on
 # 10 scripted demos (README). pick_cube: 8-action chunks, temporally ensembled, on every episode
 # (one held out is a tenth of 10): 85% over 100 episodes, against 10% with BCConfig's defaults.
 # peg_insert: BCConfig's defaults (one action per step) read 72-100% on its keys, chunks 22-44%.
 _PICK_CUBE_BC = {"horizon": 8, "temporal_ensemble": True, "val_fraction": 0.0, "steps": 2000}
-_PEG_INSERT_RESIDUAL = {"bc_weight": 1.0, "residual_penalty": 10.0, "actor_lr": 1e-5}
 _PRESETS: dict[str, dict[str, Any]] = {
     "reach": {"steps": 15_000, "env": {"reward": "dense"},
               "sac": {**_SPARSE_SAC, "n_step": 1, "backup_entropy": True},
               "loop": {"warmup_steps": 500}},
     "pick_cube": {"steps": 20_000, "expert_demos": 20, "sac": {**_SPARSE_SAC, "actor_utd": 0},
                   "loop": {"warmup_steps": 250}, "env": {"episode_steps": 50},
-                  "residual": {"sac": _PICK_CUBE_RESIDUAL}, "ignore_obs_keys": ("object",),
+                  "residual": {"sac": _PICK_CUBE_RESIDUAL, "loop": {"warmup_steps": 500}},
+                  "ignore_obs_keys": ("object",),
                   "bc": _PICK_CUBE_BC},
     "peg_insert": {"steps": 20_000, "expert_demos": 20,
                    "sac": {**_SPARSE_SAC, "intervention_bc_weight": 8.0},

@@ -54,6 +54,10 @@ def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
     # one actor step per block for a residual, though pick_cube steps its SAC actor every critic
     # step: 8 full-rate Adam steps at once knocked an 85% base down to 6-10%
     assert (pick.actor_utd, preset("pick_cube").sac.actor_utd) == (1, 0)
+    # and 500 warm-up steps (pick_cube's SAC starts at 250): with 250 the actor started on
+    # critics that had seen fewer of the base's returns and the 85% base fell to 24-48%
+    residual_loop = parse_args(["--task", "pick_cube", "--residual-on", "expert"]).loop
+    assert (residual_loop.warmup_steps, preset("pick_cube").loop.warmup_steps) == (500, 250)
     mine = parse_args(["--task", "pick_cube", "--residual-on", "expert",
                        "--sac.residual-scale", "0.2"]).sac  # fmt: skip
     assert (mine.residual_scale, mine.bc_weight, mine.algorithm) == (0.2, 1.0, "td3")
