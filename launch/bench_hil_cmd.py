@@ -55,7 +55,8 @@ class BenchHilConfig:
     final_episodes: int = 100
     """Episodes of each run's final evaluation (without the person)."""
     jobs: int = 0
-    """Runs at a time, each pinned to one CPU (0: one per CPU)."""
+    """Runs at a time, each pinned to one CPU (0: one per CPU of this process; start a second
+    bench beside it under ``taskset -c`` so that the two do not share a CPU)."""
     out: Path = Path("runs/bench_hil")
     """Folder of the runs, table and plots (a ``bench learning`` folder is reused)."""
     train_args: str = ""
@@ -143,7 +144,7 @@ def bench_hil(cfg: Annotated[BenchHilConfig, tyro.conf.arg(name="")]) -> int:
     learning = learning_config(cfg)
     runs = plan(learning)
     if not cfg.report_only:
-        execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
+        execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh, "bench hil")
     rows = [summarize_run(r) for r in runs if r.done]
     lines = table(rows)
     cfg.out.mkdir(parents=True, exist_ok=True)

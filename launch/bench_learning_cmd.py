@@ -69,7 +69,8 @@ class BenchLearningConfig:
     final_episodes: int = 100
     """Episodes of the final evaluation of each run."""
     jobs: int = 0
-    """Runs at a time, each pinned to one CPU (0: one per CPU of this process)."""
+    """Runs at a time, each pinned to one CPU (0: one per CPU of this process; start a second
+    bench beside it under ``taskset -c`` so that the two do not share a CPU)."""
     out: Path = Path("runs/bench_learning")
     """Folder of the runs, the table (bench.json, bench.md) and the plots."""
     train_args: str = ""
@@ -160,8 +161,12 @@ def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
     return result.as_dict()
 
 
-def execute(runs: Sequence[Run], jobs: int, final_episodes: int, fresh: bool) -> None:
-    """Run every unfinished run, ``jobs`` at a time, each pinned to its own CPU."""
+def execute(
+    runs: Sequence[Run], jobs: int, final_episodes: int, fresh: bool, name: str = "bench learning"
+) -> None:
+    """Run every unfinished run, ``jobs`` at a time, each pinned to its own CPU of this
+    process's (a second bench beside it under ``taskset -c`` gets other CPUs); ``name`` labels
+    the progress bar and messages."""
     import time
 
     from tqdm.auto import tqdm
@@ -170,14 +175,14 @@ def execute(runs: Sequence[Run], jobs: int, final_episodes: int, fresh: bool) ->
     slots = cpus[: min(jobs or len(cpus), len(cpus))]
     todo = [r for r in runs if fresh or not r.done]
     running: dict[int, tuple[subprocess.Popen[bytes], Run]] = {}
-    with tqdm(total=len(todo), desc="bench learning", unit="run") as bar:
+    with tqdm(total=len(todo), desc=name, unit="run") as bar:
         while todo or running:
             for cpu, (proc, run) in list(running.items()):
                 if proc.poll() is not None:
                     del running[cpu]
                     bar.update(1)
                     if not run.done:
-                        bar.write(f"bench learning: {run.folder} failed; see {run.folder}.log")
+                        bar.write(f"{name}: {run.folder} failed; see {run.folder}.log")
             for cpu in [c for c in slots if c not in running][: len(todo)]:
                 nxt = todo.pop(0)
                 running[cpu] = (_start(nxt, cpu, final_episodes), nxt)

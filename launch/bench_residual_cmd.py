@@ -75,7 +75,8 @@ class BenchResidualConfig:
     arms: tuple[str, ...] = (RESIDUAL, SAC)
     """Which arms to run (the table pairs them where both exist)."""
     jobs: int = 0
-    """Runs at a time, each pinned to one CPU (0: one per CPU)."""
+    """Runs at a time, each pinned to one CPU (0: one per CPU of this process; start a second
+    bench beside it under ``taskset -c`` so that the two do not share a CPU)."""
     out: Path = Path("runs/bench_residual")
     """Folder of the store, the base, the runs, the table and the plots."""
     fresh: bool = False
@@ -244,7 +245,7 @@ def bench_residual(cfg: Annotated[BenchResidualConfig, tyro.conf.arg(name="")]) 
     bases = {task: prepare_base(cfg, task) for task in cfg.tasks}
     runs = plan(cfg, bases)
     if not cfg.report_only:
-        execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh)
+        execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench residual")
     rows = [summarize(r) for r in runs if r.done]
     lines = table(rows, bases)
     (cfg.out / "bench_residual.json").write_text(json.dumps(

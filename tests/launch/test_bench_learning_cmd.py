@@ -91,3 +91,16 @@ def test_a_tiny_bench_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert saved["rows"][0]["final"]["episodes"] == 2
     assert (tmp_path / "gymnasium.envs.classic_control:Pendulum-v1.png").is_file()
     assert bench.bench_learning(cfg) == 0  # finished runs are reused, not rerun
+
+
+def test_a_failed_run_is_named_under_the_bench_that_ran_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench hil and bench residual run their arms through this executor: a run that fails
+    is reported under their name (not bench learning's), with its log, and the rest go on."""
+    bad = Run("pick_cube", "handrail", 0, 10, tmp_path / "bad", ("--no-such-option",))
+    bench.execute([bad], jobs=1, final_episodes=1, fresh=False, name="bench hil")
+    captured = capsys.readouterr()
+    assert f"bench hil: {bad.folder} failed; see {bad.folder}.log" in captured.out
+    assert "bench learning" not in captured.out + captured.err
+    assert "--no-such-option" in (tmp_path / "bad.log").read_text()
