@@ -284,8 +284,7 @@ def bc_preset(task: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The defaults of ``handrail bc`` on a task: BCConfig fields (none for a task without its
     own) and the observation keys to leave out, the same as ``handrail train``'s (so a base
     clones from what a residual on it, and SAC, see)."""
-    spec = _PRESETS.get(task, _GENERIC)
-    return dict(spec.get("bc", {})), tuple(spec.get("ignore_obs_keys", ()))
+    return dict(_PRESETS.get(task, _GENERIC).get("bc", {})), preset(task).ignore_obs_keys
 
 
 def check_task_options(config: TrainConfig) -> None:
