@@ -218,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # user's to fix: one clear line, not a traceback. HANDRAIL_DEBUG=1 shows where it came from.
         if not _is_user_error(err) or os.environ.get("HANDRAIL_DEBUG"):
             raise
-        print(f"handrail {' '.join(key)}: error: {err}", file=sys.stderr)
+        notes = "".join(f" {note}" for note in getattr(err, "__notes__", ()))
+        print(f"handrail {' '.join(key)}: error: {err}{notes}", file=sys.stderr)
         return 2
     return int(result) if isinstance(result, int) else 0
 

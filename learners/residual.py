@@ -34,7 +34,14 @@ from handrail.control.base_policy import BASE_ACTION_KEY, BasePolicy
 from handrail.control.step import ACTED_BY_KEY, BOX_KEY, EXECUTED_ACTION_KEY, ActedBy
 from handrail.learners.specs import ActionSpec
 
-__all__ = ["BASE_ACTION_KEY", "BaseWarmup", "ResidualObservation", "base_only", "relabel"]
+__all__ = [
+    "BASE_ACTION_KEY",
+    "BaseWarmup",
+    "ResidualObservation",
+    "base_only",
+    "query_base",
+    "relabel",
+]
 
 
 class ResidualObservation(gym.Wrapper):
@@ -75,13 +82,7 @@ class ResidualObservation(gym.Wrapper):
 
     def _with_base(self, obs: Any) -> dict[str, np.ndarray]:
         out = dict(obs) if isinstance(obs, Mapping) else {BOX_KEY: np.asarray(obs)}
-        base = np.asarray(self.base(out), np.float32)
-        if base.shape != (self.action_spec.dim,):
-            raise ValueError(
-                f"base policy returned an action of shape {base.shape}; the env's actions have "
-                f"shape ({self.action_spec.dim},) (a chunked model needs ChunkedBase)"
-            )
-        self._base_action = self.action_spec.from_env(base)
+        self._base_action = query_base(self.base, out, self.action_spec)
         out[BASE_ACTION_KEY] = self._base_action
         return out
 
@@ -102,6 +103,44 @@ class ResidualObservation(gym.Wrapper):
         if base_only_step:
             info = {**info, EXECUTED_ACTION_KEY: action, ACTED_BY_KEY: int(ActedBy.SCRIPTED)}
         return self._with_base(obs), reward, terminated, truncated, info
+
+
+def query_base(
+    base: BasePolicy, obs: Mapping[str, np.ndarray], action_spec: ActionSpec
+) -> np.ndarray:
+    """The base's action on ``obs``, normalised to [-1, 1], checked before anything uses it.
+
+    A user's base (``module:attr``, a model trained elsewhere) that returns the wrong shape or a
+    NaN must stop training with its name and the fix, not broadcast deep inside or poison the
+    replay (and, on a robot, the commands) with non-finite numbers.
+
+    Raises:
+        ValueError: the action is not ``(action_dim,)`` numbers, or not finite.
+    """
+    name = getattr(base, "name", type(base).__name__)
+    try:
+        raw = base(obs)
+    except Exception as exc:
+        exc.add_note(f"(raised by the base policy {name} on an observation with keys {list(obs)})")
+        raise
+    try:
+        action = np.asarray(raw, np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"base policy {name} returned {type(raw).__name__}, not an action: it must return "
+            f"{action_spec.dim} numbers in env units ({exc})"
+        ) from exc
+    if action.shape != (action_spec.dim,):
+        raise ValueError(
+            f"base policy {name} returned an action of shape {action.shape}; the env's actions "
+            f"have shape ({action_spec.dim},) (a chunked model needs ChunkedBase)"
+        )
+    if not np.all(np.isfinite(action)):
+        raise ValueError(
+            f"base policy {name} returned a non-finite action {action.tolist()}; a base must "
+            "return finite numbers in env units on every observation"
+        )
+    return action_spec.from_env(action)
 
 
 def base_only(action_spec: ActionSpec) -> Any:
@@ -143,9 +182,9 @@ def relabel(data: Any, base: BasePolicy, action_spec: ActionSpec) -> Any:
         base.reset(seed=getattr(data.records[e], "seed", None))
         for t in range(int(start), int(start + length)):
             obs = {k: v[t] for k, v in data.obs.items()}
-            base_rows[t] = action_spec.from_env(np.asarray(base(obs), np.float32))
+            base_rows[t] = query_base(base, obs, action_spec)
         final = {k: v[e] for k, v in data.final_obs.items()}
-        base_final[e] = action_spec.from_env(np.asarray(base(final), np.float32))
+        base_final[e] = query_base(base, final, action_spec)
     return dataclasses.replace(
         data,
         obs={**data.obs, BASE_ACTION_KEY: base_rows},

@@ -130,3 +130,22 @@ def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cli, "_resolve", lambda _: lambda *args: command())
     with pytest.raises(KeyError):
         cli.main(["train"])
+
+
+def test_a_user_error_keeps_its_notes_on_its_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A note says where a user's error came from (the base policy that raised it): without
+    it, a ValueError raised inside the user's own code would be one line with no source."""
+
+    def command() -> int:
+        err = ValueError("operands could not be broadcast")
+        err.add_note("(raised by the base policy mine:policy)")
+        raise err
+
+    monkeypatch.setattr(cli, "_resolve", lambda _: lambda *args: command())
+    assert cli.main(["train"]) == 2
+    assert _one_error_line(capsys.readouterr().err, "train") == (
+        "handrail train: error: operands could not be broadcast "
+        "(raised by the base policy mine:policy)"
+    )

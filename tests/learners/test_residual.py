@@ -5,6 +5,7 @@ warm-up and critic-only blocks are counted exactly, chunked bases and relabellin
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -18,7 +19,13 @@ from handrail.control.step import ActedBy
 from handrail.learners import losses
 from handrail.learners.learner import LoopConfig
 from handrail.learners.loop import Trainer
-from handrail.learners.residual import BaseWarmup, ResidualObservation, base_only, relabel
+from handrail.learners.residual import (
+    BaseWarmup,
+    ResidualObservation,
+    base_only,
+    query_base,
+    relabel,
+)
 from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -271,6 +278,53 @@ def test_relabelling_runs_the_base_over_each_recorded_episode() -> None:
                                   spec.from_env(sloppy(final)))  # fmt: skip
     with pytest.raises(ValueError, match="relabel once"):
         relabel(labelled, CallableBase(sloppy), spec)
+
+
+@pytest.mark.parametrize(
+    ("returned", "match"),
+    [
+        (
+            np.zeros(3),
+            r"mine returned an action of shape \(3,\); the env's actions have shape \(2,\)",
+        ),
+        (np.array([0.0, np.nan]), r"mine returned a non-finite action \[0.0, nan\]"),
+        ("left", r"could not convert .*\(raised by the base policy mine"),
+    ],
+)
+def test_a_bad_base_action_is_named_before_it_reaches_the_learner(
+    returned: Any, match: str
+) -> None:
+    """A user's base returning the wrong shape, a NaN or no numbers stops the wrapper and the
+    demos' relabelling with the base's name, not a broadcast error deep inside or a NaN in
+    the replay; an exception of its own keeps its type and gains a note naming the base."""
+    base = CallableBase(lambda obs: returned, name="mine")
+    spec = ActionSpec.from_space(Point.action_space)
+    obs = Point().reset(seed=0)[0]
+
+    def message(exc: pytest.ExceptionInfo[BaseException]) -> str:
+        return " ".join([str(exc.value), *getattr(exc.value, "__notes__", [])])
+
+    from handrail.demos.episodes import EpisodeCollector, data_from_episodes
+    from handrail.learners.actor import Actor
+
+    collector = EpisodeCollector("point", successful_only=False)
+    Actor(Point(), sloppy, seed=5, sinks=[collector]).run_episodes(1)
+    demos = data_from_episodes(collector.episodes)
+    for call in (lambda: query_base(base, obs, spec),
+                 lambda: ResidualObservation(Point(), base).reset(seed=0),
+                 lambda: relabel(demos, base, spec)):  # fmt: skip
+        with pytest.raises(ValueError) as exc:
+            call()
+        assert re.search(match, message(exc)), message(exc)
+
+    def boom(obs: Any) -> np.ndarray:
+        raise RuntimeError("my policy broke")
+
+    with pytest.raises(RuntimeError, match="my policy broke") as exc:
+        query_base(CallableBase(boom, name="mine"), obs, spec)
+    assert "raised by the base policy mine" in message(exc)
+    np.testing.assert_allclose(query_base(CallableBase(sloppy), obs, spec),
+                               spec.from_env(sloppy(obs)))  # fmt: skip
 
 
 def test_base_only_policy_reads_the_observed_base() -> None:
