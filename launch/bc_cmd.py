@@ -55,6 +55,11 @@ class BCCommand:
             raise ValueError(f"--max-episodes must be >= 1, got {self.max_episodes}")
         if self.eval_episodes < 0:
             raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
+        if self.bc.seed not in (0, self.seed):  # it would be overwritten by --seed, silently
+            raise ValueError(
+                f"--bc.seed {self.bc.seed} is set from --seed ({self.seed}); pass --seed "
+                f"{self.bc.seed} instead"
+            )
 
 
 def parse_args(argv: Sequence[str]) -> BCCommand:

@@ -101,6 +101,7 @@ def test_defaults_are_the_task_preset(reach_demos: Path, tmp_path: Path) -> None
         (["--task", "pick_cube"], "lacks observation field"),
         (["--bc.horizon", "2", "--bc.execute", "3"], "execute"),
         (["--max-episodes", "0"], "--max-episodes"),
+        (["--bc.seed", "3"], "--bc.seed 3 is set from --seed (0); pass --seed 3"),
         (
             ["--ignore-obs-keys", "goal", "cube"],
             "--ignore-obs-keys goal cube: ObsSpec: cannot ignore",
