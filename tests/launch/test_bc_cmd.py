@@ -11,9 +11,11 @@ import pytest
 
 from handrail.launch import cli
 
-REACH_SUCCESS = 0.2
-"""What `handrail bc` reaches on reach from 20 demos with its defaults (measured: 24%, 50
-episodes; reach's expert needs ~10 steps per episode, so 20 demos are only ~200 samples)."""
+REACH_SUCCESS = 0.9
+"""What `handrail bc` reaches on reach from 20 demos with its defaults: reach's preset, the
+goal from the gripper alone. Measured: 100% of 50 episodes with --seed 0, 1 and 2, on these
+demos and on another 20. On every key (BCConfig's defaults alone) 24% and 28% with --seed 0
+and 1: reach's demos are ~10 steps, so 20 of them are ~200 samples."""
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,8 @@ def test_defaults_are_the_task_preset(reach_demos: Path, tmp_path: Path) -> None
         8, True, 0.0, 2000)  # fmt: skip
     cmd = parse_args(["--demos", str(pick), "--bc.horizon", "4", "--ignore-obs-keys"])
     assert (cmd.bc.horizon, cmd.bc.temporal_ensemble, cmd.ignore_obs_keys) == (4, True, ())
-    assert parse_args(["--demos", str(reach_demos)]) == BCCommand(demos=reach_demos)
+    on_reach = BCCommand(demos=reach_demos, ignore_obs_keys=("proprio", "goal"))
+    assert parse_args(["--demos", str(reach_demos)]) == on_reach  # reach's keys, no BC preset
     on_peg = parse_args(["--demos", str(reach_demos), "--task", "peg_insert"])
     assert on_peg.ignore_obs_keys == ("proprio", "peg", "hole") and on_peg.bc.horizon == 1
 
