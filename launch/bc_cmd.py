@@ -97,7 +97,7 @@ def bc(cmd: BCCommand) -> int:
     import handrail.demos
     from handrail.demos.errors import StoreError
     from handrail.launch.envs import make_env
-    from handrail.launch.train_config import preset
+    from handrail.launch.train_config import format_env_kwargs, preset
     from handrail.learners.checkpoint import write_checkpoint_dir
     from handrail.learners.demo_data import check_fields
     from handrail.learners.runlog import RunDir
@@ -138,7 +138,8 @@ def bc(cmd: BCCommand) -> int:
     with RunDir(run_path, tensorboard=False) as run:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
-                          "ignore_obs_keys": list(cmd.ignore_obs_keys)})  # fmt: skip
+                          "ignore_obs_keys": list(cmd.ignore_obs_keys),
+                          "env_kwargs": list(format_env_kwargs(preset(task).env))})  # fmt: skip
 
         def log(record: dict[str, Any]) -> None:
             run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})

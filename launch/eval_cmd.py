@@ -18,7 +18,8 @@ class EvalConfig:
     """Options of ``handrail eval``."""
 
     path: tyro.conf.Positional[Path]
-    """A run folder (evaluates checkpoints/<checkpoint>) or a checkpoint folder."""
+    """A run folder (evaluates checkpoints/<checkpoint>) or a checkpoint folder: of ``handrail
+    train`` (any learner) or of ``handrail bc``."""
     episodes: int = 20
     """Episodes to run."""
     video: bool = False
@@ -42,10 +43,10 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
     path = Path(path)
     run_root = path if (path / "checkpoints").is_dir() else _run_root(path)
     ckpt = checkpoint_folder(path, which)
-    if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip")):
+    if not any((ckpt / name).is_file() for name in ("state.msgpack", "model.zip", "bc.msgpack")):
         raise ValueError(
-            f"{path}: no checkpoint at {ckpt} (no state.msgpack or model.zip); pass a run folder "
-            "or a checkpoint folder"
+            f"{path}: no checkpoint at {ckpt} (no state.msgpack, model.zip or bc.msgpack); pass a "
+            "run folder or a checkpoint folder"
         )
     run_config = None if run_root is None else run_root / "config.json"
     config = json.loads(run_config.read_text()) if run_config and run_config.is_file() else None
@@ -94,7 +95,8 @@ class RunPolicy:
 
 
 def load_run_policy(path: Path, which: str = "best", task: str | None = None) -> RunPolicy:
-    """The deterministic policy of a run folder's ``which`` checkpoint, or of a checkpoint."""
+    """The deterministic policy of a run folder's ``which`` checkpoint, or of a checkpoint
+    (``handrail train``'s, with any learner, or ``handrail bc``'s)."""
     from handrail.launch.train_config import parse_env_kwargs
 
     ckpt, run_config = locate_checkpoint(path, which)
@@ -108,6 +110,10 @@ def load_run_policy(path: Path, which: str = "best", task: str | None = None) ->
         from handrail.learners.sb3_backend import load_sb3_policy
 
         policy = load_sb3_policy(ckpt)
+    elif (ckpt / "bc.msgpack").is_file():  # a `handrail bc` run (chunked ones keep their chunk)
+        from handrail.learners.bc import load_bc_policy
+
+        policy = load_bc_policy(ckpt)
     else:
         from handrail.learners.checkpoint import load_policy
 

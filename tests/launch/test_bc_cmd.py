@@ -26,7 +26,9 @@ def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_bc_on_reach_from_20_demos(reach_demos: Path, tmp_path: Path) -> None:
+def test_bc_on_reach_from_20_demos(
+    reach_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "bc"
     argv = ["bc", "--demos", str(reach_demos), "--run-dir", str(run), "--no-progress"]
     assert cli.main(argv) == 0
@@ -39,6 +41,16 @@ def test_bc_on_reach_from_20_demos(reach_demos: Path, tmp_path: Path) -> None:
     assert summary["eval"]["success_rate"] >= REACH_SUCCESS
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert all(r["kind"] == "bc" and r["val_loss"] is not None for r in records)
+    # `handrail eval` takes the bc run as it takes a train run: on the episodes bc evaluated on
+    # (its --seed + 10000) and its env settings (reach's dense reward), the same numbers
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "50", "--seed", "10000"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    from handrail.learners.evaluation import EvalResult
+
+    own = summary["eval"]
+    expected = EvalResult(**{**own, "returns": (), "successes": ()}).summary()
+    assert line == f"{run / 'checkpoints' / 'best'}: {expected}"
 
 
 def test_the_checkpoint_is_a_residual_base(reach_demos: Path, tmp_path: Path) -> None:
@@ -54,6 +66,9 @@ def test_the_checkpoint_is_a_residual_base(reach_demos: Path, tmp_path: Path) ->
     obs, _ = env.reset(seed=0)
     base.reset(seed=0)
     assert base(obs).shape == env.action_space.shape
+    as_run = make_base(f"run:{run}", "reach", env)  # any handrail checkpoint, the BC policy too
+    as_run.reset(seed=0)
+    np.testing.assert_array_equal(as_run(obs), make_base(f"bc:{run}", "reach", env)(obs))
 
 
 def test_ignored_keys_are_left_out_of_the_policy_but_not_of_the_observation(
