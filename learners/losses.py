@@ -180,7 +180,7 @@ def bc_mse(
 
 
 def temperature_loss(
-    log_temperature: jax.Array, entropy: jax.Array, target_entropy: float
+    log_temperature: jax.Array, entropy: jax.Array, target_entropy: float | jax.Array
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Automatic entropy tuning ([SAC] Eq. 18): alpha * (H - H_target) with alpha = exp(log_alpha).
 

@@ -55,6 +55,12 @@ class SACConfig:
     """Initial entropy temperature alpha."""
     target_entropy: float | None = None
     """Target policy entropy; None means -|A|/2."""
+    late_target_entropy: float | None = None
+    """Target entropy from update block ``late_entropy_blocks`` on (None: ``target_entropy``
+    throughout): the policy explores as usual while it learns, then settles to a less random
+    one, whose deterministic action (the one evaluated and deployed) is what the critics rank."""
+    late_entropy_blocks: int = 0
+    """Update blocks before ``late_target_entropy`` applies."""
     backup_entropy: bool = True
     """Keep the entropy term in the critic backup (False suits sparse rewards)."""
     utd: int = 20
@@ -124,6 +130,7 @@ class SACConfig:
             "residual_penalty": self.residual_penalty >= 0.0
             and (self.residual_penalty == 0.0 or self.residual_scale > 0.0),
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
+            "late_entropy_blocks": self.late_entropy_blocks >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -133,7 +140,8 @@ class SACConfig:
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
                 "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
-                "residual_penalty >= 0 and only with residual_scale > 0, actor_delay_blocks >= 0)"
+                "residual_penalty >= 0 and only with residual_scale > 0, actor_delay_blocks and "
+                "late_entropy_blocks >= 0)"
             )
 
     @classmethod
@@ -415,7 +423,7 @@ class SAC:
             "actor/entropy_online" if self.config.entropy_rows == "online" else "actor/entropy"
         ]
         t_grad, t_metrics = jax.grad(losses.temperature_loss, has_aux=True)(
-            state.log_temperature, entropy, self.target_entropy
+            state.log_temperature, entropy, self.entropy_target(state.step)
         )
         t_updates, t_opt = self.temperature_tx.update(t_grad, state.temperature_opt_state)
         new = dataclasses.replace(
@@ -473,6 +481,13 @@ class SAC:
             actor_opt_state=actor_opt,
         )
         return new, {**{k: v[0] for k, v in metrics.items()}, "actor/bc_mse": bc}
+
+    def entropy_target(self, step: jax.Array) -> jax.Array | float:
+        """The temperature's target entropy at update block ``step``."""
+        late = self.config.late_target_entropy
+        if late is None:
+            return self.target_entropy
+        return jnp.where(step < self.config.late_entropy_blocks, self.target_entropy, late)
 
     def update_fn(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
         """Un-jitted body of :meth:`update` (for fusing into larger jitted functions).

@@ -181,6 +181,26 @@ def test_temperature_follows_the_entropy_of_the_configured_rows() -> None:
     assert np.sign(changes["all"]) == np.sign(target - overall) == -np.sign(changes["online"])
 
 
+def test_the_late_target_entropy_applies_from_its_block_on() -> None:
+    """Blocks before ``late_entropy_blocks`` tune the temperature to ``target_entropy``, the
+    rest to ``late_target_entropy``: with +50 early and -50 late, the temperature's loss
+    alpha * (H - target) asks alpha to rise for exactly 2 blocks, then to fall (counted through
+    ``update``, the learner's own step counter; Adam's momentum delays the turn itself)."""
+    learner = _sac(target_entropy=50.0, late_target_entropy=-50.0, late_entropy_blocks=2,
+                   temperature_lr=1e-2, num_critics=2, utd=1)  # fmt: skip
+    state = learner.init(jax.random.PRNGKey(0))
+    signs = []
+    for block in range(4):
+        state, metrics = learner.update(state, _batch(seed=block, utd=1))
+        signs.append(float(np.sign(metrics["temperature/loss"])))
+    assert signs == [-1.0, -1.0, 1.0, 1.0]
+    assert float(learner.entropy_target(jnp.asarray(1))) == 50.0
+    assert float(learner.entropy_target(jnp.asarray(2))) == -50.0
+    assert _sac().entropy_target(jnp.asarray(10**6)) == -ACT_DIM / 2  # none set: one target
+    with pytest.raises(ValueError, match="late_entropy_blocks=-1"):
+        SACConfig(late_entropy_blocks=-1)
+
+
 def test_default_target_entropy_is_minus_half_action_dim(sac: SAC) -> None:
     assert sac.target_entropy == -ACT_DIM / 2
 
