@@ -3,8 +3,9 @@ same task and run folder.
 
 So that users can compare handrail's learner with well-known baselines on their own tasks, this
 backend trains SB3's or SBX's SAC with the same network sizes, learning rates, discount, batch
-size, UTD (``gradient_steps``), n-step horizon, warm-up and critic count (SBX also gets the
-LayerNorm critics), preloads the same demonstrations into its replay buffer, flattens Dict
+size, UTD (``gradient_steps``), n-step horizon, warm-up, critic count and entropy targets
+(the late one too, switched from a callback; SBX also gets the LayerNorm critics), preloads the
+same demonstrations into its replay buffer, flattens Dict
 observations exactly like :class:`ObsSpec`, and writes the same run folder (config, metrics
 JSONL, TensorBoard, plot, eval videos). Neither library can drop the entropy term from the
 critic's backup. ``library_defaults=True`` keeps the library's own hyper-parameters instead
@@ -219,7 +220,17 @@ def train_sb3(
         progress=settings.progress,
         stop_at_success=settings.stop_at_success,
     )
-    return _learn(model, monitor, settings.steps, settings.success_key)
+    return _learn(model, monitor, settings.steps, settings.success_key, _late_entropy(settings))
+
+
+def _late_entropy(settings: PeerRun) -> tuple[int, float] | None:
+    """(gradient steps, target) of ``sac.late_target_entropy`` in the library's own count: a
+    handrail update block is ``utd`` critic steps, and the library takes ``utd`` gradient steps
+    per env step (None: one target throughout, or the library's own settings)."""
+    late = getattr(settings.sac, "late_target_entropy", None)
+    if late is None or settings.library_defaults:
+        return None
+    return int(settings.sac.late_entropy_blocks) * int(settings.sac.utd), float(late)
 
 
 def _make_model(
@@ -254,10 +265,17 @@ def _evaluator(
     return run_eval
 
 
-def _learn(model: Any, monitor: RunMonitor, steps: int, success_key: str) -> dict[str, Any] | None:
+def _learn(
+    model: Any,
+    monitor: RunMonitor,
+    steps: int,
+    success_key: str,
+    late_entropy: tuple[int, float] | None = None,
+) -> dict[str, Any] | None:
     """SB3's training loop fed into ``monitor``, then a final evaluation; the last record."""
     try:
-        model.learn(total_timesteps=steps, callback=_make_callback(monitor, success_key))
+        callback = _make_callback(monitor, success_key, late_entropy)
+        model.learn(total_timesteps=steps, callback=callback)
         if monitor.last_eval is None or monitor.last_eval["env_steps"] < model.num_timesteps:
             monitor.evaluate_now(model.num_timesteps)
     finally:
@@ -274,8 +292,12 @@ def _predictor(model: Any, obs_spec: ObsSpec) -> Callable[[Any], np.ndarray]:
     return policy
 
 
-def _make_callback(monitor: RunMonitor, success_key: str) -> Any:
-    """An SB3 callback that reports steps and finished episodes to ``monitor``."""
+def _make_callback(
+    monitor: RunMonitor, success_key: str, late_entropy: tuple[int, float] | None = None
+) -> Any:
+    """An SB3 callback that reports steps and finished episodes to ``monitor``, and sets the
+    model's target entropy to ``late_entropy[1]`` once it has taken ``late_entropy[0]`` gradient
+    steps (SB3 and SBX read ``model.target_entropy`` at every update)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class _Callback(BaseCallback):
@@ -296,6 +318,8 @@ def _make_callback(monitor: RunMonitor, success_key: str) -> Any:
                 k: v for k, v in self.model.logger.name_to_value.items() if k.startswith("train/")
             }
             updates = int(getattr(self.model, "_n_updates", 0))
+            if late_entropy is not None and updates >= late_entropy[0]:
+                self.model.target_entropy = late_entropy[1]
             return not monitor.on_step(self.num_timesteps, updates, finished, metrics)
 
     return _Callback()

@@ -117,6 +117,31 @@ def test_train_writes_the_run_folder_and_preloads_demos(tmp_path: Path) -> None:
     assert result.mean_length == 40.0
 
 
+@pytest.mark.parametrize(("blocks", "target"), [(5, -7.0), (10**6, -0.5)])
+def test_the_late_target_entropy_reaches_the_peer(
+    tmp_path: Path, blocks: int, target: float
+) -> None:
+    """``sac.late_target_entropy`` applies to SB3 as to handrail's learner: after the blocks'
+    gradient steps the model tunes its temperature to the late target (here within 40 updates;
+    never, with more blocks than the run has: -|A|/2 throughout)."""
+    import dataclasses
+
+    from stable_baselines3 import SAC as SB3SAC
+
+    sac = dataclasses.replace(SAC, late_target_entropy=-7.0, late_entropy_blocks=blocks)
+    with RunDir(tmp_path / "run") as run:
+        run.write_config({"task": "Pendulum-v1", "learner": "sb3"})
+        settings = sb3_backend.PeerRun(
+            sac=sac, steps=80, seed=0, warmup_steps=40, buffer_capacity=1000, eval_every=80,
+            eval_episodes=1, progress=False,
+        )  # fmt: skip
+        env = short_pendulum()
+        sb3_backend.train_sb3(env, short_pendulum(), run, settings,
+                              ObsSpec.from_space(env.observation_space))  # fmt: skip
+    model = SB3SAC.load(tmp_path / "run/checkpoints/latest/model.zip", device="cpu")
+    assert model.target_entropy == target
+
+
 def test_preload_marks_truncation_as_timeout() -> None:
     sb3 = sb3_backend.require_sb3()
     model = sb3.SAC("MlpPolicy", short_pendulum(), buffer_size=100, device="cpu")
