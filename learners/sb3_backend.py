@@ -319,7 +319,8 @@ def _make_callback(
             }
             updates = int(getattr(self.model, "_n_updates", 0))
             if late_entropy is not None and updates >= late_entropy[0]:
-                self.model.target_entropy = late_entropy[1]
+                model: Any = self.model  # SAC's attribute; BaseAlgorithm does not declare it
+                model.target_entropy = late_entropy[1]
             return not monitor.on_step(self.num_timesteps, updates, finished, metrics)
 
     return _Callback()
