@@ -114,7 +114,8 @@ def bc(cmd: BCCommand) -> int:
         if not ids:
             raise ValueError("the store holds no successful episodes")
         data = reader.load(episodes=ids)
-        env = make_env(task, **preset(task).env)
+        env_settings = preset(task).env  # the task's, as train and eval use them
+        env = make_env(task, **env_settings)
     except (StoreError, ValueError) as exc:
         raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
     try:
@@ -139,7 +140,7 @@ def bc(cmd: BCCommand) -> int:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
-                          "env_kwargs": list(format_env_kwargs(preset(task).env))})  # fmt: skip
+                          "env_kwargs": list(format_env_kwargs(env_settings))})  # fmt: skip
 
         def log(record: dict[str, Any]) -> None:
             run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})
@@ -157,7 +158,7 @@ def bc(cmd: BCCommand) -> int:
             from handrail.learners.evaluation import evaluate
 
             policy = load_bc_policy(run.best_dir)
-            eval_env = make_env(task, **preset(task).env)
+            eval_env = make_env(task, **env_settings)
             result_eval = evaluate(eval_env, policy, cmd.eval_episodes, cmd.seed + 10_000)
             eval_env.close()
             summary["eval"] = result_eval.as_dict()

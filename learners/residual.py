@@ -115,21 +115,16 @@ def query_base(
     replay (and, on a robot, the commands) with non-finite numbers.
 
     Raises:
-        ValueError: the action is not ``(action_dim,)`` numbers, or not finite.
+        ValueError: the action's shape is not ``(action_dim,)``, or it is not finite. What the
+            base raises, or converting what it returned to numbers, propagates with a note
+            naming the base.
     """
     name = getattr(base, "name", type(base).__name__)
-    try:
-        raw = base(obs)
+    try:  # the conversion too: CallableBase converts inside the call, other bases here
+        action = np.asarray(base(obs), np.float32)
     except Exception as exc:
         exc.add_note(f"(raised by the base policy {name} on an observation with keys {list(obs)})")
         raise
-    try:
-        action = np.asarray(raw, np.float32)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"base policy {name} returned {type(raw).__name__}, not an action: it must return "
-            f"{action_spec.dim} numbers in env units ({exc})"
-        ) from exc
     if action.shape != (action_spec.dim,):
         raise ValueError(
             f"base policy {name} returned an action of shape {action.shape}; the env's actions "

@@ -227,7 +227,7 @@ def _late_entropy(settings: PeerRun) -> tuple[int, float] | None:
     """(gradient steps, target) of ``sac.late_target_entropy`` in the library's own count: a
     handrail update block is ``utd`` critic steps, and the library takes ``utd`` gradient steps
     per env step (None: one target throughout, or the library's own settings)."""
-    late = getattr(settings.sac, "late_target_entropy", None)
+    late = settings.sac.late_target_entropy
     if late is None or settings.library_defaults:
         return None
     return int(settings.sac.late_entropy_blocks) * int(settings.sac.utd), float(late)
