@@ -311,10 +311,16 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
 def _train_sb3(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
                specs: tuple[Any, Any]) -> dict[str, Any] | None:  # fmt: skip
     """Train SB3's or SBX's SAC (``--learner sb3|sbx``) into ``run``."""
-    from handrail.learners.sb3_backend import PeerRun, train_sb3
+    from handrail.learners.sb3_backend import PeerRun, peer_differences, train_sb3
 
     if cfg.resume is not None:
         raise ValueError(f"--resume is supported with --learner jax only, not {cfg.learner}")
+    differences = peer_differences(cfg.sac, cfg.loop, library=cfg.learner,
+                                   library_defaults=cfg.peer_defaults,
+                                   demos=demos is not None)  # fmt: skip
+    if differences:
+        print(f"handrail train: --learner {cfg.learner} cannot follow every setting; its SAC "
+              f"runs with {'; '.join(differences)}", file=sys.stderr)  # fmt: skip
     transitions = None
     if demos is not None:
         from handrail.learners.demo_data import to_transitions

@@ -303,6 +303,11 @@ def check_task_options(config: TrainConfig) -> None:
     come together (a base and a correction scale)."""
     if config.residual_on is not None and config.learner != "jax":
         raise ValueError(f"--residual-on needs --learner jax, not {config.learner}")
+    if config.sac.algorithm != "sac" and config.learner != "jax":
+        raise ValueError(
+            f"--sac.algorithm {config.sac.algorithm} needs --learner jax: --learner "
+            f"{config.learner} trains the library's SAC"
+        )
     if config.residual_on is not None and config.sac.residual_scale <= 0:
         raise ValueError("--residual-on needs --sac.residual-scale > 0 (the preset's is 0.1)")
     if config.residual_on is None and config.sac.residual_scale > 0:

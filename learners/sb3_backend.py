@@ -102,6 +102,57 @@ def sb3_sac_kwargs(
     }
 
 
+def peer_differences(
+    sac: Any,
+    loop: Any,
+    *,
+    library: str = "sb3",
+    library_defaults: bool = False,
+    demos: bool = True,
+) -> list[str]:
+    """What the peer library's SAC runs with instead of handrail's ``sac`` and ``loop``
+    settings, one phrase each (empty when it follows all of them), so that a comparison says
+    what it compares. With ``library_defaults``, what differs besides the library's own
+    hyper-parameters; ``demos``: whether the run has demonstrations."""
+    out = []
+    if demos and loop.offline_ratio > 0:
+        out.append(
+            f"the demos preloaded into its replay and sampled with the online rows, not as "
+            f"{loop.offline_ratio:g} of every minibatch (--loop.offline-ratio)"
+        )
+    if loop.pretrain_steps > 0:
+        out.append(f"no offline pretraining (--loop.pretrain-steps {loop.pretrain_steps})")
+    if library_defaults:
+        return out
+    if sac.critic_subset < sac.num_critics:
+        out.append(
+            f"a target that takes the minimum over all {sac.num_critics} critics, not over a "
+            f"random {sac.critic_subset} (--sac.critic-subset)"
+        )
+    if sac.critic_layer_norm and library == "sb3":
+        out.append("critics without LayerNorm (--sac.critic-layer-norm; SBX has it)")
+    if sac.critic_lr != sac.actor_lr or sac.temperature_lr != sac.actor_lr:
+        out.append(
+            f"one learning rate, --sac.actor-lr {sac.actor_lr:g}, for the actor, critics and "
+            f"temperature (--sac.critic-lr {sac.critic_lr:g}, --sac.temperature-lr "
+            f"{sac.temperature_lr:g})"
+        )
+    if sac.actor_utd != 0:
+        out.append(
+            f"an actor step after every critic step, not {sac.actor_utd} per {sac.utd} "
+            "(--sac.actor-utd)"
+        )
+    if sac.actor_delay_blocks > 0:
+        out.append(f"no critic-only start (--sac.actor-delay-blocks {sac.actor_delay_blocks})")
+    if sac.bc_weight > 0:
+        out.append(f"no behaviour-cloning term (--sac.bc-weight {sac.bc_weight:g})")
+    if sac.entropy_rows != "all":
+        out.append("the temperature tuned on every row (--sac.entropy-rows online)")
+    if not sac.backup_entropy:
+        out.append("the entropy term in the critics' backup (--sac.backup-entropy False)")
+    return out
+
+
 def preload_demos(model: Any, demos: Transitions) -> None:
     """Adds demo transitions (actions already in [-1, 1]) to an SB3 model's replay buffer."""
     buffer = model.replay_buffer

@@ -109,6 +109,16 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
     return err[0]
 
 
+def test_a_peer_run_says_which_settings_its_sac_runs_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tiny_config(tmp_path / "run", learner="sb3", sac={"critic_layer_norm": True})
+    assert train_cmd.train(cfg) == 0
+    err = capsys.readouterr().err
+    assert "--learner sb3 cannot follow every setting" in err and "--sac.critic-layer-norm" in err
+    assert "--loop.offline-ratio" not in err  # no demos: nothing to oversample
+
+
 def test_discrete_action_env_is_one_line_and_creates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -98,6 +98,12 @@ def test_bad_options_name_the_option(kwargs: dict, match: str) -> None:
         TrainConfig(**kwargs)
 
 
+def test_peers_refuse_td3() -> None:
+    """--learner sb3|sbx trains the library's SAC: TD3 asked of it is an error, not ignored."""
+    with pytest.raises(ValueError, match=r"--sac\.algorithm td3 needs --learner jax"):
+        check_task_options(preset("reach", learner="sbx", sac={"algorithm": "td3"}))
+
+
 def test_expert_demos_need_a_handrail_task() -> None:
     with pytest.raises(ValueError, match="--expert-demos needs a handrail task"):
         check_task_options(preset("Pendulum-v1", expert_demos=3))

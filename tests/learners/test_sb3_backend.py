@@ -14,6 +14,7 @@ import pytest
 from handrail.learners import sb3_backend
 from handrail.learners.demo_data import Transitions
 from handrail.learners.evaluation import evaluate
+from handrail.learners.learner import LoopConfig
 from handrail.learners.runlog import RunDir
 from handrail.learners.sac import SACConfig
 from handrail.learners.specs import ObsSpec
@@ -83,6 +84,27 @@ def test_sac_kwargs_follow_the_handrail_config() -> None:
     own = sb3_backend.sb3_sac_kwargs(SAC, warmup_steps=7, buffer_size=99, action_dim=4,
                                      library_defaults=True)  # fmt: skip
     assert own == {"buffer_size": 99, "learning_starts": 7}
+
+
+def test_peer_differences_name_what_the_library_cannot_follow() -> None:
+    """A comparison says what it compares: every handrail setting the peer's SAC runs without
+    is named with its option, and nothing is named when there is nothing to name."""
+    same = SACConfig(num_critics=2, critic_subset=2, critic_layer_norm=False, actor_utd=0)
+    assert sb3_backend.peer_differences(same, LoopConfig(pretrain_steps=0), demos=False) == []
+    rlpd = SACConfig.rlpd(actor_utd=1, bc_weight=1.0, entropy_rows="online",
+                          backup_entropy=False, critic_lr=1e-3, actor_delay_blocks=5)  # fmt: skip
+    loop = LoopConfig(offline_ratio=0.5, pretrain_steps=100)
+    text = "; ".join(sb3_backend.peer_differences(rlpd, loop))
+    for option in ("--loop.offline-ratio", "--loop.pretrain-steps 100", "--sac.critic-subset",
+                   "--sac.critic-layer-norm", "--sac.critic-lr 0.001", "--sac.actor-utd",
+                   "--sac.actor-delay-blocks 5", "--sac.bc-weight 1", "--sac.entropy-rows",
+                   "--sac.backup-entropy"):  # fmt: skip
+        assert option in text, option
+    assert "all 10 critics, not over a random 2" in text
+    sbx = "; ".join(sb3_backend.peer_differences(rlpd, loop, library="sbx"))
+    assert "--sac.critic-layer-norm" not in sbx  # SBX's critics take LayerNorm
+    own = sb3_backend.peer_differences(rlpd, loop, library_defaults=True)
+    assert len(own) == 2 and "--loop.offline-ratio" in own[0]
 
 
 def test_train_writes_the_run_folder_and_preloads_demos(tmp_path: Path) -> None:
