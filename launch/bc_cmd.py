@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tyro
 
@@ -32,7 +32,12 @@ class BCCommand:
     task: str | None = None
     """Task to check the store against and evaluate on (default: the store's task)."""
     max_episodes: int | None = None
-    """Use only the first N successful episodes."""
+    """Use only the first N successful episodes (of those holding a step ``--acted-by`` keeps)."""
+    acted_by: tuple[Literal["policy", "human", "scripted"], ...] = ()
+    """Clone only the steps these chose (default: every step). ``--acted-by human`` learns a
+    person's corrections from a store of training rollouts (``handrail train --human ...
+    --record``) without the policy's steps or the random warm-up's; the other steps are
+    neither inputs nor chunk targets."""
     run_dir: Path | None = None
     """Run folder (default runs/<task>-bc-s<seed>-<time>)."""
     ignore_obs_keys: tuple[str, ...] = ()
@@ -110,9 +115,10 @@ def bc(cmd: BCCommand) -> int:
         if not task:
             raise ValueError("the store names no task; pass --task")
         ids = reader.select(successful_only=True)
-        ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         if not ids:
             raise ValueError("the store holds no successful episodes")
+        ids = _acted_by(reader, ids, cmd.acted_by)
+        ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         data = reader.load(episodes=ids)
         env_settings = preset(task).env  # the task's, as train and eval use them
         env = make_env(task, **env_settings)
@@ -132,13 +138,16 @@ def bc(cmd: BCCommand) -> int:
     run_path = (
         cmd.run_dir or Path("runs") / f"{task}-bc-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
-    print(f"handrail bc: {len(ids)} episodes ({data.num_steps} steps) of {task}; run folder "
-          f"{run_path.resolve()}", file=sys.stderr)  # fmt: skip
+    selected = _selected(data.intervention, cmd.acted_by)
+    kept = "" if selected is None else f", {int(selected.sum())} by {' or '.join(cmd.acted_by)}"
+    print(f"handrail bc: {len(ids)} episodes ({data.num_steps} steps{kept}) of {task}; run "
+          f"folder {run_path.resolve()}", file=sys.stderr)  # fmt: skip
     from handrail.learners.bc import save_bc, train_bc
 
     with RunDir(run_path, tensorboard=False) as run:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
+                          "acted_by": list(cmd.acted_by),
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
                           "env_kwargs": list(format_env_kwargs(env_settings))})  # fmt: skip
 
@@ -146,7 +155,7 @@ def bc(cmd: BCCommand) -> int:
             run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})
 
         result = train_bc(data, obs_spec, action_spec, config, progress=cmd.progress,
-                          on_eval=log)  # fmt: skip
+                          on_eval=log, selected=selected)  # fmt: skip
         write_checkpoint_dir(run.best_dir, lambda p: save_bc(
             p, result, config, obs_spec, action_spec, extra={"task": task}))  # fmt: skip
         _plot(result.history, run_path / "bc_loss.png", task)
@@ -168,6 +177,42 @@ def bc(cmd: BCCommand) -> int:
     print(f"handrail bc: checkpoint {run_path.resolve() / 'checkpoints' / 'best'}; use it with "
           f"handrail train --residual-on bc:{run_path}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _selected(intervention: Any, acted_by: tuple[str, ...]) -> Any:
+    """The steps ``--acted-by`` keeps, a boolean per step (None: every step)."""
+    import numpy as np
+
+    from handrail.control.step import ActedBy
+
+    if not acted_by:
+        return None
+    return np.isin(np.asarray(intervention), [int(ActedBy[who.upper()]) for who in acted_by])
+
+
+def _acted_by(reader: Any, ids: list[int], acted_by: tuple[str, ...]) -> list[int]:
+    """The episodes of ``ids`` holding a step ``--acted-by`` keeps (all of them without it);
+    an error counting who acted in them where none does."""
+    if not acted_by:
+        return ids
+    import numpy as np
+
+    from handrail.demos.format import INTERVENTION_SOURCES
+
+    who = reader.step_column("intervention")  # one small array: no observations loaded
+    recs = reader.episodes
+    steps = {i: who[recs[i].start : recs[i].start + recs[i].num_steps] for i in ids}
+    keep = [i for i in ids if _selected(steps[i], acted_by).any()]
+    if not keep:
+        codes, counts = np.unique(np.concatenate(list(steps.values())), return_counts=True)
+        by = ", ".join(
+            f"{INTERVENTION_SOURCES[int(c)]} {n}" for c, n in zip(codes, counts, strict=True)
+        )
+        raise ValueError(
+            f"--acted-by {' '.join(acted_by)}: none of its {len(ids)} successful episodes holds "
+            f"such a step (their steps were chosen by: {by})"
+        )
+    return keep
 
 
 def _plot(history: list[dict[str, Any]], path: Path, task: str) -> None:

@@ -146,11 +146,16 @@ def split_episodes(
 
 
 def chunk_targets(
-    actions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, horizon: int
+    actions: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    horizon: int,
+    selected: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For every step t: actions t..t+H-1 of its episode (T, H, A) and their mask (T, H).
 
-    Rows past the episode's end repeat its last action and are masked out (0).
+    Rows past the episode's end repeat its last action and are masked out (0), as are the
+    actions of steps not ``selected`` (a boolean per step; None: every step).
     """
     total, dim = actions.shape
     targets = np.zeros((total, horizon, dim), np.float32)
@@ -161,6 +166,8 @@ def chunk_targets(
             src = np.minimum(np.arange(start, end) + k, end - 1)
             targets[start:end, k] = actions[src]
             mask[start:end, k] = (np.arange(start, end) + k < end).astype(np.float32)
+            if selected is not None:
+                mask[start:end, k] *= selected[src]
     return targets, mask
 
 
@@ -172,22 +179,37 @@ def train_bc(
     *,
     progress: bool = False,
     on_eval: Callable[[dict[str, float | None]], None] | None = None,
+    selected: np.ndarray | None = None,
 ) -> BCResult:
-    """Fit the policy to ``data`` (``handrail.demos.EpisodeData``); see the module docstring."""
+    """Fit the policy to ``data`` (``handrail.demos.EpisodeData``); see the module docstring.
+
+    ``selected`` (a boolean per step; None: every step) clones only those steps' actions, e.g.
+    a person's corrections in a rollout: the other steps are neither inputs nor chunk targets.
+    """
     starts = np.asarray(data.episode_starts, np.int64)
     lengths = np.asarray(data.episode_lengths, np.int64)
     if len(lengths) == 0 or int(lengths.sum()) == 0:
         raise ValueError("behaviour cloning needs at least one episode with steps")
     obs = obs_spec.flatten(data.obs)
     actions = action_spec.from_env(np.asarray(data.action, np.float32))
-    targets, mask = chunk_targets(actions, starts, lengths, config.horizon)
+    if selected is not None:
+        selected = np.asarray(selected, bool)
+        if selected.shape != (len(actions),) or not selected.any():
+            raise ValueError(
+                f"selected must be a boolean per step ({len(actions)}) with at least one true, "
+                f"got shape {selected.shape} with {int(selected.sum())} true"
+            )
+    targets, mask = chunk_targets(actions, starts, lengths, config.horizon, selected)
     train_eps, val_eps = split_episodes(len(lengths), config.val_fraction, config.seed)
 
     def rows(episodes: list[int]) -> np.ndarray:
         parts = [np.arange(starts[e], starts[e] + lengths[e]) for e in episodes]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return out if selected is None else out[selected[out]]
 
     train_rows, val_rows = rows(train_eps), rows(val_eps)
+    if not train_rows.size:
+        raise ValueError("the training episodes hold no selected step; lower --bc.val-fraction")
     mean = obs[train_rows].mean(axis=0)
     std = np.maximum(obs[train_rows].std(axis=0), 1e-3)
     norm = ((obs - mean) / std).astype(np.float32)

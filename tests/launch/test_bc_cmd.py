@@ -93,6 +93,45 @@ def test_ignored_keys_are_left_out_of_the_policy_but_not_of_the_observation(
     np.testing.assert_array_equal(base(moved), action)  # the left-out keys change nothing
 
 
+def test_acted_by_clones_only_the_steps_those_chose(
+    reach_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rollout store with a person's corrections: `--acted-by human` keeps the person's steps
+    (and the episodes holding one), and an expert store, where a script chose every step, says
+    who chose them."""
+    import dataclasses
+
+    import handrail.demos
+    from handrail.demos.episodes import iter_store_episodes, store_meta, write_store
+
+    reader = handrail.demos.open_store(reach_demos)
+    episodes = []
+    for i, (_, ep) in enumerate(iter_store_episodes(reader)):
+        who = np.zeros(ep.num_steps, np.int8)
+        who[::2] = 1 if i % 2 == 0 else 0  # odd episodes: the policy alone
+        episodes.append(dataclasses.replace(ep, intervention=who))
+    mixed = tmp_path / "mixed"
+    meta = dataclasses.replace(store_meta(reader), kind="intervention")
+    write_store(mixed, meta, episodes)
+    human = sum(int((ep.intervention == 1).sum()) for ep in episodes)
+    run = tmp_path / "bc"
+    argv = ["bc", "--demos", str(mixed), "--run-dir", str(run), "--no-progress",
+            "--eval-episodes", "0", "--bc.steps", "100", "--acted-by", "human"]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    assert f"10 episodes ({sum(ep.num_steps for ep in episodes[::2])} steps, {human} by human)" in (
+        capsys.readouterr().err)  # fmt: skip
+    config = json.loads((run / "config.json").read_text())
+    assert config["acted_by"] == ["human"] and config["episodes"] == list(range(0, 20, 2))
+    argv = ["bc", "--demos", str(reach_demos), "--run-dir", str(tmp_path / "none"),
+            "--no-progress", "--acted-by", "human", "policy"]  # fmt: skip
+    assert cli.main(argv) == 2
+    steps = sum(ep.num_steps for ep in episodes)
+    assert ("--acted-by human policy: none of its 20 successful episodes holds such a step "
+            f"(their steps were chosen by: scripted {steps})") in capsys.readouterr().err  # fmt: skip
+    assert not (tmp_path / "none").exists()
+
+
 def test_defaults_are_the_task_preset(reach_demos: Path, tmp_path: Path) -> None:
     """`handrail bc` starts from its task's preset as `handrail train` does (the store's task, or
     --task), then every option given: a user cloning pick_cube gets the measured recipe."""

@@ -48,6 +48,40 @@ def test_chunk_targets_against_a_brute_force_loop() -> None:
                 np.testing.assert_array_equal(targets[t, k], actions[min(t + k, s + n - 1)])
 
 
+def test_unselected_steps_are_never_chunk_targets() -> None:
+    rng = np.random.default_rng(2)
+    lengths, starts = np.array([4, 5]), np.array([0, 4])
+    actions = rng.normal(size=(9, 2)).astype(np.float32)
+    selected = np.array([1, 0, 1, 1, 0, 0, 1, 1, 0], bool)
+    targets, mask = chunk_targets(actions, starts, lengths, 3, selected)
+    every, every_mask = chunk_targets(actions, starts, lengths, 3)
+    np.testing.assert_array_equal(targets, every)
+    for s, n in zip(starts, lengths, strict=True):
+        for t in range(s, s + n):
+            for k in range(3):
+                assert mask[t, k] == float(t + k < s + n and selected[t + k])
+    assert (mask <= every_mask).all()
+
+
+def test_only_the_selected_steps_are_cloned(tmp_path: Path) -> None:
+    """A person's corrections among a policy's steps: the policy's actions (here a constant far
+    from the person's) must not pull the clone, which they do when every step is cloned."""
+    data = episodes(count=8)
+    selected = np.arange(len(data.action)) % 2 == 0
+    data.action[~selected] = [2.0, -2.0]
+    config = BCConfig(hidden_dims=(64, 64), steps=600, eval_every=100, batch_size=64)
+    obs = {"x": np.array([0.3, -0.2], np.float32)}
+    errors = []
+    for name, rows in (("person", selected), ("every", None)):
+        result = train_bc(data, OBS, ACT, config, selected=rows)
+        (tmp_path / name).mkdir()
+        save_bc(tmp_path / name, result, config, OBS, ACT)
+        errors.append(float(np.abs(load_bc_policy(tmp_path / name)(obs) - [0.1, 0.5]).max()))
+    assert errors[0] < 0.15 < errors[1]
+    with pytest.raises(ValueError, match="at least one true"):
+        train_bc(data, OBS, ACT, config, selected=np.zeros(len(data.action), bool))
+
+
 def test_the_split_is_by_whole_episodes_disjoint_and_seeded() -> None:
     train, val = split_episodes(20, 0.1, seed=3)
     assert len(val) == 2 and not set(train) & set(val) and sorted(train + val) == list(range(20))
