@@ -68,10 +68,10 @@ def _expert(task: str, env: Any) -> BasePolicy:
 
 def _bc(path: Path, task: str, env: Any) -> BasePolicy:
     from handrail.learners.bc import load_bc_policy
+    from handrail.learners.checkpoint import checkpoint_folder
 
-    ckpt = path / "checkpoints" / "best" if (path / "checkpoints").is_dir() else path
     try:
-        return load_bc_policy(ckpt)
+        return load_bc_policy(checkpoint_folder(path))
     except (OSError, ValueError, KeyError) as exc:
         raise ValueError(f"--residual-on bc:{path}: {exc}") from exc
 
