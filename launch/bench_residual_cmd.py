@@ -5,13 +5,16 @@ expert demonstrations, measured alone on ``final_episodes`` fresh episodes. Then
 runs on the same demonstrations (sparse reward, the task's presets otherwise):
 
 - ``residual``: ``handrail train --residual-on bc:<the BC run> --demos <the store>``;
-- ``sac``: ``handrail train --demos <the store>``, SAC from scratch.
+- ``sac``: ``handrail train --demos <the store>``, SAC from scratch;
+- ``sac-nodemos`` (with ``--arms``): ``handrail train --expert-demos 0``, SAC from scratch
+  without the demonstrations, the usual baseline of residual RL papers.
 
 The table: the base's success; env steps until the residual sustains 95% (3 evaluations of
 ``eval_episodes`` in a row) and its final success; env steps until SAC sustains 90%; their
-ratio. Goal: the residual at 95% in at least 3x fewer env steps than SAC at 90%. Runs,
-demonstrations and the base are kept in ``--out`` and reused, so the bench can be stopped and
-continued (``--fresh`` redoes the runs).
+ratio (and the same for SAC without demonstrations, where a run that never sustains 90% gives a
+lower bound: its budget over the residual's steps). Goal: the residual at 95% in at least 3x
+fewer env steps than SAC at 90%. Runs, demonstrations and the base are kept in ``--out`` and
+reused, so the bench can be stopped and continued (``--fresh`` redoes the runs).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -34,8 +37,8 @@ from handrail.launch.bench_learning_cmd import (
     sustained_at,
 )
 
-RESIDUAL, SAC = "residual", "sac"
-GOALS = {RESIDUAL: 0.95, SAC: 0.9}
+RESIDUAL, SAC, NO_DEMOS = "residual", "sac", "sac-nodemos"
+GOALS = {RESIDUAL: 0.95, SAC: 0.9, NO_DEMOS: 0.9}
 """Sustained success each arm is timed to."""
 # The base is `handrail bc` on the task's preset (launch/train_config.py): its BC settings and
 # the observation keys both arms train with. On peg_insert those are only where to go next
@@ -58,6 +61,8 @@ class BenchResidualConfig:
     """Env steps of each residual run."""
     sac_steps: int | None = None
     """Env steps of each SAC run (default: the task preset's budget)."""
+    nodemos_steps: int | None = None
+    """Env steps of each SAC run without demonstrations (default: the task preset's budget)."""
     eval_every: int = 500
     """Env steps between evaluations (both arms)."""
     eval_episodes: int = 50
@@ -72,8 +77,9 @@ class BenchResidualConfig:
     """More ``handrail train`` options for the residual runs on every task, as one string:
     --train-args="--sac.residual-scale 0.2" (they start from the task's residual preset,
     ``--residual-on``'s defaults)."""
-    arms: tuple[str, ...] = (RESIDUAL, SAC)
-    """Which arms to run (the table pairs them where both exist)."""
+    arms: tuple[Literal["residual", "sac", "sac-nodemos"], ...] = (RESIDUAL, SAC)
+    """Which arms to run (the table pairs them where both exist); ``sac-nodemos`` adds SAC
+    without the demonstrations."""
     jobs: int = 0
     """Runs at a time, each pinned to one CPU (0: one per CPU of this process; start a second
     bench beside it under ``taskset -c`` so that the two do not share a CPU)."""
@@ -93,7 +99,8 @@ def _quick(cfg: BenchResidualConfig) -> BenchResidualConfig:
         tasks=("pick_cube",), seeds=(0,), demos=cfg.demos, residual_steps=1_500, sac_steps=1_500,
         eval_every=500, eval_episodes=10, final_episodes=20,
         bc_args=cfg.bc_args or "--bc.steps 500",
-        train_args=cfg.train_args, arms=cfg.arms, jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
+        nodemos_steps=1_500, train_args=cfg.train_args, arms=cfg.arms, jobs=cfg.jobs, out=cfg.out,
+        fresh=cfg.fresh,
         report_only=cfg.report_only,
     )  # fmt: skip
 
@@ -142,7 +149,7 @@ def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:
 
 
 def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run]:
-    """Every run: the residual and SAC arms per task and seed."""
+    """Every run: each arm per task and seed."""
     import shlex
 
     from handrail.launch.train_config import preset
@@ -151,13 +158,14 @@ def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run
     for task in cfg.tasks:
         info = bases[task]
         for arm in cfg.arms:
-            steps = cfg.residual_steps if arm == RESIDUAL else cfg.sac_steps or preset(task).steps
+            steps = {RESIDUAL: cfg.residual_steps, SAC: cfg.sac_steps,
+                     NO_DEMOS: cfg.nodemos_steps}[arm] or preset(task).steps  # fmt: skip
+            demos = ["--expert-demos", "0"] if arm == NO_DEMOS else ["--demos", str(info["store"])]
             for seed in cfg.seeds:
                 folder = cfg.out / task / f"{arm}-s{seed}"
-                argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
-                        "--demos", str(info["store"]), "--eval-every", str(cfg.eval_every),
-                        "--eval-episodes", str(cfg.eval_episodes), "--run-dir", str(folder),
-                        "--no-progress"]  # fmt: skip
+                argv = ["--task", task, "--seed", str(seed), "--steps", str(steps), *demos,
+                        "--eval-every", str(cfg.eval_every), "--eval-episodes",
+                        str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress"]  # fmt: skip
                 if arm == RESIDUAL:
                     argv += ["--residual-on", info["base"], *shlex.split(cfg.train_args)]
                 runs.append(Run(task, arm, seed, steps, folder, tuple(argv)))
@@ -171,6 +179,7 @@ def summarize(run: Run) -> dict[str, Any]:
     at = sustained_at(evals, GOALS[run.learner])
     row["goal"] = GOALS[run.learner]
     row["steps_to_arm_goal"] = None if at is None else evals[at]["env_steps"]
+    row["trained_steps"] = evals[-1]["env_steps"] if evals else 0
     return row
 
 
@@ -185,6 +194,11 @@ def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[
              "success | SAC: env steps to 90% sustained | SAC final success | speed-up (mean; on "
              "mean steps) |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    nodemos = any(r["learner"] == NO_DEMOS for r in rows)
+    if nodemos:
+        lines[0] += (" SAC without demos: env steps to 90% sustained (final success) | residual's "
+                     "speed-up over it |")  # fmt: skip
+        lines[1] += "---|---|"
     for task in sorted(bases):
         by = {arm: {r["seed"]: r for r in rows if (r["task"], r["learner"]) == (task, arm)}
               for arm in (RESIDUAL, SAC)}  # fmt: skip
@@ -200,7 +214,31 @@ def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[
             f"{seed_cells(res, ',')} | {seed_cells(res_final, '.0%')} | {seed_cells(sac, ',')} | "
             f"{seed_cells(sac_final, '.0%')} | {seed_cells(ratios, '.2f')} ({speed}) |"
         )
+        if nodemos:
+            lines[-1] += _nodemos_cells(
+                [r for r in rows if (r["task"], r["learner"]) == (task, NO_DEMOS)], res, seeds
+            )
     return lines
+
+
+def _nodemos_cells(group: list[dict[str, Any]], res: list[Any], seeds: list[int]) -> str:
+    """The two cells of SAC without demonstrations: its steps to 90% (or "not in N") with its
+    final success, and the residual's speed-up over it, a lower bound ("≥") where SAC never
+    sustained 90% in its N env steps."""
+    by = {r["seed"]: r for r in group}
+    steps, ratios = [], []
+    for seed, fast in zip(seeds, res, strict=True):
+        row = by.get(seed)
+        if row is None:
+            steps.append("-")
+            ratios.append("-")
+            continue
+        at, final = row["steps_to_arm_goal"], row["final"]["success_rate"]
+        steps.append(f"{at:,} ({final:.0%})" if at else f"not in {row['trained_steps']:,} "
+                     f"({final:.0%})")  # fmt: skip
+        ratios.append("-" if not fast else f"{at / fast:.2f}" if at else
+                      f"≥{row['trained_steps'] / fast:.2f}")  # fmt: skip
+    return f" {', '.join(steps)} | {', '.join(ratios)} |"
 
 
 def plot(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]], out: Path) -> list[Path]:
@@ -215,7 +253,8 @@ def plot(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]], out: Path
         fig = Figure(figsize=(7, 3.6), layout="constrained")
         ax = fig.subplots()
         for color, arm, label in (("C2", RESIDUAL, "residual on the BC base"),
-                                  ("C0", SAC, "SAC from scratch")):  # fmt: skip
+                                  ("C0", SAC, "SAC from scratch"),
+                                  ("C7", NO_DEMOS, "SAC without the demos")):  # fmt: skip
             group = [r for r in rows if (r["task"], r["learner"]) == (task, arm)]
             for i, r in enumerate(group):
                 ax.plot([p[0] / 1e3 for p in r["curve"]], [p[2] for p in r["curve"]], color=color,

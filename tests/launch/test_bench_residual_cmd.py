@@ -70,3 +70,23 @@ def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
                                    train_args="--sac.utd 4")  # fmt: skip
     (residual, _) = res.plan(mine, bases)
     assert residual.argv[-2:] == ("--sac.utd", "4")
+
+
+def test_sac_without_demos_is_an_arm_with_a_lower_bound_where_it_never_learns(
+    tmp_path: Path,
+) -> None:
+    cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0,), out=tmp_path,
+                                  arms=(res.NO_DEMOS,), nodemos_steps=4000)  # fmt: skip
+    (run,) = res.plan(cfg, BASES)
+    argv = list(run.argv)
+    assert argv[argv.index("--expert-demos") + 1] == "0" and "--demos" not in argv
+    assert argv[argv.index("--steps") + 1] == "4000" and "--residual-on" not in argv
+    residual = res.summarize(_fake(tmp_path / "r", res.RESIDUAL, [0.96, 0.97, 0.98]))
+    sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0, 0.9, 0.91, 0.95]))
+    never = res.summarize(_fake(tmp_path / "n", res.NO_DEMOS, [0.0] * 8))
+    header, _, line = res.table([residual, sac, never], BASES)
+    assert header.endswith("| SAC without demos: env steps to 90% sustained (final success) | "
+                           "residual's speed-up over it |")  # fmt: skip
+    assert line.endswith("| 1.33 (1.33x; 1.33x) | not in 4,000 (0%) | ≥2.67 |")
+    learns = res.summarize(_fake(tmp_path / "l", res.NO_DEMOS, [0, 0, 0.9, 0.9, 0.92, 0.5]))
+    assert res.table([residual, sac, learns], BASES)[2].endswith("| 2,500 (50%) | 1.67 |")
