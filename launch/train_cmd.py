@@ -40,7 +40,9 @@ def parse_args(argv: Sequence[str]) -> TrainConfig:
     """The TrainConfig of a command line: the preset of its ``--task``, then every option."""
     argv = list(argv)
     task = option_value(argv, "--task") or "pick_cube"
-    default = preset(task, residual_on=option_value(argv, "--residual-on"))
+    human = option_value(argv, "--human")  # a person's runs may have their own settings
+    default = preset(task, residual_on=option_value(argv, "--residual-on"),
+                     **({"human": human} if human else {}))  # fmt: skip
     sac_preset = option_value(argv, "--sac-preset")
     if sac_preset not in (None, "task"):
         from handrail.learners.sac import SACConfig
@@ -65,7 +67,7 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
     if not saved_path.is_file():
         raise ValueError(f"--resume {run_path}: not a run folder (no config.json in it)")
     saved = TrainConfig.from_json(json.loads(saved_path.read_text()))
-    default = preset(config.task, residual_on=config.residual_on)
+    default = preset(config.task, residual_on=config.residual_on, human=config.human)
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
                and getattr(config, f.name) != getattr(saved, f.name)]  # fmt: skip

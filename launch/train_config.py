@@ -174,7 +174,9 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # A person's corrections (--human) are also imitated: `handrail bench hil` (README).
 # pick_cube steps its actor after every critic step (actor_utd 0, as SB3/SBX do), not once
 # per block as RLPD: 90% sustained from 7.0k/5.0k/5.0k env steps instead of 10.0k/8.0k/8.0k
-# (3 seeds). On peg_insert it did not help (seed 0: 34k vs 28k), so the others keep RLPD's rule.
+# (3 seeds). peg_insert does too since its late entropy target: 6.0k/6.0k/6.0k instead of
+# 8.0k/9.0k/7.0k (bench learning; 4 actor steps per block: 8.0k/6.0k/9.0k); before it, on every
+# key, it did not help (seed 0: 34k vs 28k). reach and push keep RLPD's rule.
 # pick_cube's learner does not see the cube's absolute pose (cube_from_tcp_dm says where it is
 # from the gripper): steadier and faster. With 20 demos 90% sustained from 2.5k env steps on
 # the mean of 5 seeds instead of 3.6k, final success 100% on every seed (bench hil's no-person
@@ -204,6 +206,9 @@ def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
 # of 5 seeds instead of 4.1k, alone 6.9k instead of 7.3k: 2.41x/2.10x on seeds 0-2 (mean of
 # ratios / mean steps) instead of 1.89x/1.50x (bench hil). A less random policy from the start
 # held what it learned but lost the speed-up (docs/hil_peg_insert.md).
+# peg_insert's runs with a person keep one actor step per block (with_person): stepping it after
+# every critic step made the policy alone faster (6.9k to 5.7k env steps on the mean of 5 seeds,
+# bench hil) but the person slower (3.5k to 4.5k; seeds 0-2: 3.2k to 4.7k).
 _SPARSE_SAC = {
     "hidden_dims": (128, 128),
     "utd": 8,
@@ -237,10 +242,11 @@ _PRESETS: dict[str, dict[str, Any]] = {
                   "ignore_obs_keys": ("object",),
                   "bc": _PICK_CUBE_BC},
     "peg_insert": {"steps": 20_000, "expert_demos": 20,
-                   "sac": {**_SPARSE_SAC, "intervention_bc_weight": 8.0,
+                   "sac": {**_SPARSE_SAC, "actor_utd": 0, "intervention_bc_weight": 8.0,
                            "late_target_entropy": -8.0, "late_entropy_blocks": 1500},
                    "loop": {"warmup_steps": 500, "takeover_penalty": 1.0},
                    "person": {"stall_from": "first-gain", "judge_direction_below": 0.75},
+                   "with_person": {"sac": {"actor_utd": 1}},
                    "residual": {"sac": _PEG_INSERT_RESIDUAL},
                    "ignore_obs_keys": ("proprio", "peg", "hole")},
     "push": {"steps": 50_000, "expert_demos": 20, "eval_every": 2_500, "sac": _SPARSE_SAC,
@@ -269,17 +275,20 @@ def preset(task: str, residual_on: str | None = None, **overrides: Any) -> Train
     """The defaults of a task (the generic preset for a task without one), then ``overrides``.
 
     ``residual_on``: a base policy (see ``--residual-on``): the residual-RL defaults
-    (``RESIDUAL_SAC``, then the task's own ``residual`` settings) on top of its preset.
+    (``RESIDUAL_SAC``, then the task's own ``residual`` settings) on top of its preset. With a
+    ``human`` override other than "none", the task's ``with_person`` settings come first.
     ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
     merged into the preset's.
     """
     spec = _PRESETS.get(task, _GENERIC)
     residual = spec.get("residual", {}) if residual_on is not None else {}
-    sac = {**spec.get("sac", {}), **(RESIDUAL_SAC if residual_on is not None else {}),
-           **residual.get("sac", {}), **overrides.pop("sac", {})}  # fmt: skip
+    person = spec.get("with_person", {}) if overrides.get("human", "none") != "none" else {}
+    sac = {**spec.get("sac", {}), **person.get("sac", {}),
+           **(RESIDUAL_SAC if residual_on is not None else {}), **residual.get("sac", {}),
+           **overrides.pop("sac", {})}  # fmt: skip
     loop = {**spec.get("loop", {}), **residual.get("loop", {}), **overrides.pop("loop", {})}
     env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
-    nested = ("sac", "loop", "env", "person", "residual", "bc")
+    nested = ("sac", "loop", "env", "person", "with_person", "residual", "bc")
     plain = {k: v for k, v in spec.items() if k not in nested}
     if "person" in spec and "hil" not in overrides:
         plain["hil"] = HumanLoopConfig(simulated=SimulatedHumanConfig(**spec["person"]))

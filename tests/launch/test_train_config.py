@@ -41,6 +41,19 @@ def test_peg_insert_trains_with_a_patient_simulated_person_that_options_still_ch
     assert again.hil.simulated == peg
 
 
+def test_peg_insert_with_a_person_steps_its_actor_once_per_block() -> None:
+    """A run with a person gets the task's with_person settings (peg_insert: one actor step per
+    update block, its SAC alone one per critic step); an option still overrides them, and a run
+    without a person or on another task has none of them."""
+    for human in ("simulated", "keyboard"):
+        assert parse_args(["--task", "peg_insert", "--human", human]).sac.actor_utd == 1
+    assert parse_args(["--task", "peg_insert"]).sac.actor_utd == 0
+    mine = parse_args(["--task", "peg_insert", "--human", "simulated", "--sac.actor-utd", "0"])
+    assert mine.sac.actor_utd == 0
+    assert parse_args(["--task", "pick_cube", "--human", "simulated"]).sac.actor_utd == 0
+    assert preset("peg_insert", human="simulated").sac.intervention_bc_weight == 8.0
+
+
 def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
     """--residual-on adds RESIDUAL_SAC, then the task's own residual settings, and options still
     override them; without a base nothing of it applies."""
@@ -54,6 +67,7 @@ def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
     # one actor step per block for a residual, though pick_cube steps its SAC actor every critic
     # step: 8 full-rate Adam steps at once knocked an 85% base down to 6-10%
     assert (pick.actor_utd, preset("pick_cube").sac.actor_utd) == (1, 0)
+    assert (peg.actor_utd, preset("peg_insert").sac.actor_utd) == (1, 0)  # the same on peg
     # and 500 warm-up steps (pick_cube's SAC starts at 250): with 250 the actor started on
     # critics that had seen fewer of the base's returns and the 85% base fell to 24-48%
     residual_loop = parse_args(["--task", "pick_cube", "--residual-on", "expert"]).loop
