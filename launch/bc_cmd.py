@@ -200,11 +200,11 @@ def _acted_by(reader: Any, ids: list[int], acted_by: tuple[str, ...]) -> list[in
     from handrail.demos.format import INTERVENTION_SOURCES
 
     who = reader.step_column("intervention")  # one small array: no observations loaded
-    recs = reader.episodes
-    steps = {i: who[recs[i].start : recs[i].start + recs[i].num_steps] for i in ids}
-    keep = [i for i in ids if _selected(steps[i], acted_by).any()]
+    chosen = _selected(who, acted_by)
+    spans = {i: slice(r.start, r.start + r.num_steps) for i, r in enumerate(reader.episodes)}
+    keep = [i for i in ids if chosen[spans[i]].any()]
     if not keep:
-        codes, counts = np.unique(np.concatenate(list(steps.values())), return_counts=True)
+        codes, counts = np.unique(np.concatenate([who[spans[i]] for i in ids]), return_counts=True)
         by = ", ".join(
             f"{INTERVENTION_SOURCES[int(c)]} {n}" for c, n in zip(codes, counts, strict=True)
         )

@@ -98,9 +98,8 @@ def _quick(cfg: BenchResidualConfig) -> BenchResidualConfig:
     return BenchResidualConfig(
         tasks=("pick_cube",), seeds=(0,), demos=cfg.demos, residual_steps=1_500, sac_steps=1_500,
         eval_every=500, eval_episodes=10, final_episodes=20,
-        bc_args=cfg.bc_args or "--bc.steps 500",
-        nodemos_steps=1_500, train_args=cfg.train_args, arms=cfg.arms, jobs=cfg.jobs, out=cfg.out,
-        fresh=cfg.fresh,
+        nodemos_steps=1_500, bc_args=cfg.bc_args or "--bc.steps 500",
+        train_args=cfg.train_args, arms=cfg.arms, jobs=cfg.jobs, out=cfg.out, fresh=cfg.fresh,
         report_only=cfg.report_only,
     )  # fmt: skip
 

@@ -276,7 +276,8 @@ def preset(task: str, residual_on: str | None = None, **overrides: Any) -> Train
 
     ``residual_on``: a base policy (see ``--residual-on``): the residual-RL defaults
     (``RESIDUAL_SAC``, then the task's own ``residual`` settings) on top of its preset. With a
-    ``human`` override other than "none", the task's ``with_person`` settings come first.
+    ``human`` override other than "none", the task's ``with_person`` settings go over its own
+    (and under the residual's and ``overrides``).
     ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
     merged into the preset's.
     """
