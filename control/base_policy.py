@@ -3,7 +3,7 @@
 A base policy maps an env observation (a dict of arrays) to an action in env units and may
 keep state over an episode (a scripted expert's phase, an action chunk being executed), so it
 has ``reset(seed)``, called at every episode start. Residual RL learns a small correction on
-top of it (:mod:`handrail.learners.residual`); the base itself never changes.
+top of it (:mod:`handrail.learners.agents.residual`); the base itself never changes.
 
 Chunked policies (ACT, diffusion policies, a chunked BC policy) predict several actions per
 query. :class:`ChunkedBase` turns one of those into a per-step base: it queries the model once

@@ -20,7 +20,7 @@ import numpy as np
 import zarr
 
 from handrail.demos import _zarr
-from handrail.demos._commit import (
+from handrail.demos.commit import (
     TMP_SUFFIX,
     FaultHook,
     atomic_write_json,

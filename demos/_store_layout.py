@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from handrail.demos import _zarr
-from handrail.demos._commit import fsync_paths
 from handrail.demos._lock import LOCK_NAME
+from handrail.demos.commit import fsync_paths
 from handrail.demos.format import (
     FORMAT_NAME,
     FORMAT_VERSION,

@@ -16,11 +16,11 @@ from typing import Any, Literal
 import numpy as np
 
 from handrail.demos import _zarr
-from handrail.demos._commit import FaultHook, atomic_write_json, clean_temp_files
 from handrail.demos._flush import PENDING_NAME, EpisodeInfo, Flusher, StagingBlock
 from handrail.demos._lock import StoreLock
 from handrail.demos._recover import prepare_dir, recover_pending
 from handrail.demos._store_layout import create_empty_arrays, root_document, validate_create_args
+from handrail.demos.commit import FaultHook, atomic_write_json, clean_temp_files
 from handrail.demos.errors import StoreError
 from handrail.demos.format import (
     INTERVENTION_SOURCES,

@@ -134,11 +134,9 @@ def _policy(spec: str, task: str, seed: int) -> tuple[Any, ActedBy]:
         from handrail.sim import make_expert  # the scripted expert only, no physics
 
         return make_expert(task), ActedBy.SCRIPTED
-    from handrail.learners.checkpoint import checkpoint_folder, load_policy
+    from handrail.learners.policies import load_run_policy
 
-    return load_policy(
-        checkpoint_folder(spec, "latest"), deterministic=True, seed=seed
-    ), ActedBy.POLICY
+    return load_run_policy(Path(spec), "latest", seed=seed).policy, ActedBy.POLICY
 
 
 def _recorder(store: str, env: RosArmEnv, task: str) -> Any:

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import write_checkpoint_dir
 from handrail.learners.learner import LoopConfig
 from handrail.learners.loop import AsyncTrainer
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 __all__ = ["RobotLearner", "load_train_config"]

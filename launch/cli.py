@@ -21,7 +21,7 @@ class Command:
     """One entry of the command table."""
 
     target: str
-    """``module:function`` relative to ``handrail.launch``; the function takes tyro-parsed args."""
+    """``module:function`` (a full module path); the function takes tyro-parsed args."""
     summary: str
     """One line for ``handrail --help``."""
     parse: str | None = None
@@ -32,73 +32,91 @@ class Command:
 # (group, name) -> Command. A group of "" means a top-level command such as `handrail train`.
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("train",): Command(
-        "train_cmd:train",
+        "handrail.launch.commands.train:train",
         "Train a policy (SAC/RLPD in JAX, or SB3) on a task.",
-        parse="train_cmd:parse_args",
+        parse="handrail.launch.commands.train:parse_args",
     ),
-    ("eval",): Command("eval_cmd:evaluate", "Evaluate a run or checkpoint: success rate with CI."),
+    ("eval",): Command(
+        "handrail.launch.commands.evaluate:evaluate",
+        "Evaluate a run or checkpoint: success rate with CI.",
+    ),
     ("sim", "rollout"): Command(
-        "sim_cmd:rollout", "Run episodes with a policy, print success, write a video."
+        "handrail.launch.commands.sim:rollout",
+        "Run episodes with a policy, print success, write a video.",
     ),
-    ("sim", "view"): Command("sim_cmd:view", "Open the interactive MuJoCo viewer on a task."),
-    ("record",): Command("record_cmd:record", "Record episodes into a Zarr episode store."),
+    ("sim", "view"): Command(
+        "handrail.launch.commands.sim:view", "Open the interactive MuJoCo viewer on a task."
+    ),
+    ("record",): Command(
+        "handrail.launch.commands.record:record", "Record episodes into a Zarr episode store."
+    ),
     ("replay",): Command(
-        "replay_cmd:replay", "Replay recorded actions in the sim; report drift; render."
+        "handrail.launch.commands.replay:replay",
+        "Replay recorded actions in the sim; report drift; render.",
     ),
     ("teleop", "check"): Command(
-        "teleop_cmd:check", "Show a teleop device's live state: found, readable, mapped?"
+        "handrail.launch.commands.teleop:check",
+        "Show a teleop device's live state: found, readable, mapped?",
     ),
     ("teleop", "map"): Command(
-        "teleop_cmd:map_", "Print a teleop device's default mapping as TOML, to edit."
+        "handrail.launch.commands.teleop:map_",
+        "Print a teleop device's default mapping as TOML, to edit.",
     ),
-    ("demos", "info"): Command("demos_cmd:info", "Summary table of an episode store."),
+    ("demos", "info"): Command(
+        "handrail.launch.commands.demos:info", "Summary table of an episode store."
+    ),
     ("demos", "validate"): Command(
-        "demos_cmd:validate", "Validate an episode store; non-zero exit on problems."
+        "handrail.launch.commands.demos:validate",
+        "Validate an episode store; non-zero exit on problems.",
     ),
     ("demos", "filter"): Command(
-        "demos_cmd:filter_", "Copy a filtered subset of a store into a new store."
+        "handrail.launch.commands.demos:filter_",
+        "Copy a filtered subset of a store into a new store.",
     ),
-    ("demos", "merge"): Command("demos_cmd:merge", "Merge several stores into a new store."),
+    ("demos", "merge"): Command(
+        "handrail.launch.commands.demos:merge", "Merge several stores into a new store."
+    ),
     ("demos", "export"): Command(
-        "demos_cmd:export", "Export a store to robomimic HDF5 or LeRobot."
+        "handrail.launch.commands.demos:export", "Export a store to robomimic HDF5 or LeRobot."
     ),
     ("demos", "import"): Command(
-        "demos_cmd:import_", "Import robomimic HDF5, LeRobot or diffusion_policy zarr."
+        "handrail.launch.commands.demos:import_",
+        "Import robomimic HDF5, LeRobot or diffusion_policy zarr.",
     ),
     ("bench", "sim"): Command(
-        "bench_sim_cmd:bench_sim", "Env steps/s per task and share of time in mj_step."
+        "handrail.bench.sim:bench_sim", "Env steps/s per task and share of time in mj_step."
     ),
     ("bench", "learner"): Command(
-        "bench_learner_cmd:bench_learner", "Learner throughput side by side with SBX and SB3."
+        "handrail.bench.learner:bench_learner", "Learner throughput side by side with SBX and SB3."
     ),
     ("bench", "learning"): Command(
-        "bench_learning_cmd:bench_learning",
+        "handrail.bench.learning:bench_learning",
         "Sparse-reward learning: steps and minutes to 90% sustained, vs SB3 and SBX.",
     ),
     ("bench", "store"): Command(
-        "bench_store_cmd:bench_store", "Episode-store latency and throughput vs naive zarr."
+        "handrail.bench.store:bench_store", "Episode-store latency and throughput vs naive zarr."
     ),
     ("bench", "hil"): Command(
-        "bench_hil_cmd:bench_hil",
+        "handrail.bench.hil:bench_hil",
         "Env steps to 90% with and without the simulated human in the loop (HIL-SERL's effect).",
     ),
     ("bc",): Command(
-        "bc_cmd:bc",
+        "handrail.launch.commands.bc:bc",
         "Behaviour cloning on a demo store (a base policy for train --residual-on bc:RUN).",
-        parse="bc_cmd:parse_args",
+        parse="handrail.launch.commands.bc:parse_args",
     ),
     ("bench", "ros"): Command(
-        "bench_ros_cmd:bench_ros",
+        "handrail.bench.ros:bench_ros",
         "Control-loop jitter, observation age and latency through ROS 2 against sim_robot.",
     ),
     ("bench", "residual"): Command(
-        "bench_residual_cmd:bench_residual",
+        "handrail.bench.residual:bench_residual",
         "Residual RL on an imperfect BC base against SAC from scratch, same demonstrations.",
     ),
     ("launch",): Command(
-        "ros_launch:launch",
+        "handrail.launch.ros.runner:launch",
         "Start a ROS 2 XML launch file's nodes (where `ros2 launch` is not installed).",
-        parse="ros_launch:parse_argv",
+        parse="handrail.launch.ros.runner:parse_argv",
     ),
 }
 
@@ -125,7 +143,7 @@ def _is_user_error(err: Exception) -> bool:
 
 def _resolve(target: str) -> Callable[..., object]:
     module_name, func_name = target.split(":")
-    module = importlib.import_module(f"handrail.launch.{module_name}")
+    module = importlib.import_module(module_name)
     return getattr(module, func_name)
 
 

@@ -19,8 +19,8 @@ import flax.serialization
 import jax
 import numpy as np
 
-from handrail.demos._commit import fsync_dir, fsync_paths, write_bytes_atomic
-from handrail.learners.sac import SAC, SACConfig, SACState
+from handrail.demos.commit import fsync_dir, fsync_paths, write_bytes_atomic
+from handrail.learners.agents.sac import SAC, SACConfig, SACState
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 STATE_FILE = "state.msgpack"

@@ -1,6 +1,6 @@
 """The learner: takes Steps from anywhere, runs update blocks, publishes versioned params.
 
-A :class:`Learner` owns the agent state (:class:`~handrail.learners.sac.SACState`), the replay
+A :class:`Learner` owns the agent state (:class:`~handrail.learners.agents.sac.SACState`), the replay
 (:mod:`handrail.learners.replay`: segments ``online``, ``demos`` and ``interventions``) and the
 counters. It is a :class:`~handrail.control.step.TransitionSink` (``add(step)``) and a
 :class:`~handrail.control.step.ParameterSource` (``latest() -> (version, actor params)``), so
@@ -29,9 +29,9 @@ import numpy as np
 
 from handrail.control.step import ActedBy, Step
 from handrail.learners import replay
-from handrail.learners.losses import Batch
+from handrail.learners.agents.losses import Batch
+from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
-from handrail.learners.sac import SAC, SACState
 
 ONLINE, DEMOS, INTERVENTIONS = "online", "demos", "interventions"
 

@@ -39,10 +39,10 @@ import numpy as np
 from handrail.control.step import BOX_KEY, Step, TransitionSink
 from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
+from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.checkpoint import load_checkpoint, save_checkpoint
 from handrail.learners.learner import Learner, LoopConfig, update_block
 from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
-from handrail.learners.sac import SAC, SACState
 from handrail.learners.specs import ActionSpec
 
 TRAINER_FILE = "trainer.json"
@@ -110,7 +110,7 @@ class Trainer:
         self.actor = Actor(env, self._next_action, seed=seed, sinks=[self.learner, *sinks],
                            warmup_steps=config.warmup_steps, success_key=success_key)  # fmt: skip
         if sac.residual:  # warm up around the base policy, not uniformly at random
-            from handrail.learners.residual import BaseWarmup
+            from handrail.learners.agents.residual import BaseWarmup
 
             self.actor.warmup_policy = BaseWarmup(sac.action_spec, config.warmup_noise,
                                                   self.actor.rng)  # fmt: skip

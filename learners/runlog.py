@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from handrail.demos._commit import write_bytes_atomic
+from handrail.demos.commit import write_bytes_atomic
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -157,7 +157,7 @@ class RunDir:
         in ``metrics.jsonl`` twice. The file is replaced atomically, and the wall clock goes
         back to that of the last record kept.
         """
-        from handrail.demos._commit import write_bytes_atomic
+        from handrail.demos.commit import write_bytes_atomic
 
         records = self.read_metrics()
         kept = [r for r in records if int(r.get("env_steps", 0)) <= env_steps]

@@ -31,7 +31,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 _SERIAL_PATHS = (
     "tests/hw/",
     "tests/launch/test_ros_launch",
-    "tests/launch/test_bench_ros_cmd.py",
+    "tests/bench/test_ros.py",
     "tests/control/test_device_io.py",
 )
 """Files whose tests pace, time out or age messages on the wall clock: they run alone."""

@@ -36,6 +36,35 @@ def test_import_layers_follow_architecture() -> None:
     assert " 0 broken" in result.stdout, result.stdout
 
 
+def test_no_two_modules_import_each_other() -> None:
+    """No import cycle between modules, lazy imports inside functions included (imports only
+    for type checking excepted): each module can be read, and changed, before those it uses."""
+    import grimp
+
+    graph = grimp.build_graph("handrail", exclude_type_checking_imports=True)
+    cycles = [
+        " -> ".join(chain)
+        for module in sorted(graph.modules)
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("handrail.") and imported != module
+        for chain in [graph.find_shortest_chain(importer=imported, imported=module)]
+        if chain is not None
+    ]
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_package_folder_is_a_flat_list() -> None:
+    """A folder holds one concern: at most about 15 modules side by side (ARCHITECTURE.md)."""
+    crowded = {
+        str(init.parent.relative_to(ROOT)): n
+        for init in ROOT.rglob("__init__.py")
+        if not {".venv", "tests", "build"} & set(init.relative_to(ROOT).parts)
+        for n in [len(list(init.parent.glob("*.py")))]
+        if n > 16
+    }
+    assert not crowded, f"package folders with more than 16 modules: {crowded}"
+
+
 def test_every_subpackage_is_packaged() -> None:
     """A folder with __init__.py that pyproject does not list would vanish from a wheel install."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -109,10 +138,10 @@ def test_wheel_install_works_without_the_source_tree(tmp_path: Path) -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
-        "import handrail.sim, handrail.demos, handrail.learners.sac, handrail.launch.cli; "
+        "import handrail.sim, handrail.demos, handrail.learners.agents.sac, handrail.launch.cli; "
         "import importlib.resources as r; "
         "assert r.files('handrail.demos').joinpath('FORMAT.md').is_file(); "
-        "from handrail.launch import ros_launch; "
+        "from handrail.launch.ros import runner as ros_launch; "
         "assert ros_launch.parse(ros_launch.resolve('sim_robot.launch.xml')); "
         "assert str(ros_launch.LAUNCH_DIR).startswith(sys.argv[1]); "
         "print(handrail.sim.__file__)"

@@ -20,7 +20,7 @@ import pytest
 import zarr
 
 from handrail.demos import StoreError, create_store, open_store, open_writer
-from handrail.demos._commit import COMMIT_POINTS
+from handrail.demos.commit import COMMIT_POINTS
 
 # Shared by the test and the writer subprocess: the content of an episode is a function of its
 # seed. Kept as source text so the subprocess needs nothing but handrail.demos.

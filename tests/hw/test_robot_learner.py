@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from handrail import sim
+from handrail.app.config import preset
 from handrail.hw.robot_learner import RobotLearner, load_train_config
-from handrail.launch.train_config import preset
+from handrail.learners.agents.sac import SACConfig
 from handrail.learners.learner import LoopConfig
-from handrail.learners.sac import SACConfig
 
 
 def _config(path: Path, **extra: object) -> Path:

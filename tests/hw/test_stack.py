@@ -239,10 +239,10 @@ def test_a_short_training_run_through_the_stack_improves_the_policy(ros, tmp_pat
     import dataclasses
     import json
 
+    from handrail.learners.agents.sac import SACConfig
     from handrail.learners.learner import LoopConfig
-    from handrail.learners.sac import SACConfig
 
-    # The arm tasks' sparse-reward recipe (launch/train_config.py), small, plus a BC term, and
+    # The arm tasks' sparse-reward recipe (app/config.py), small, plus a BC term, and
     # a lower starting temperature: in 16 episodes the preset's 0.05 does not come down far
     # enough for the stochastic policy to succeed. The same run in sim (reach, sparse, 8 demos,
     # 800 env steps, 3 seeds): successes in the last 6 training episodes 1-2 at 0.05 (this test

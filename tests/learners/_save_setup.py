@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.learner import LoopConfig
 from handrail.learners.loop import Trainer
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 

@@ -11,11 +11,11 @@ import numpy as np
 
 from handrail.control.step import ActedBy
 from handrail.learners.actor import Actor, LearnedPolicy, policy_key
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import StaticParams
 from handrail.learners.evaluation import evaluate
 from handrail.learners.learner import LoopConfig
 from handrail.learners.loop import Trainer
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 

@@ -12,14 +12,14 @@ import jax
 import numpy as np
 import pytest
 
+from handrail.learners.agents.losses import Batch
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import (
     load_checkpoint,
     load_policy,
     save_checkpoint,
     write_checkpoint_dir,
 )
-from handrail.learners.losses import Batch
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 SPACE = gym.spaces.Dict(

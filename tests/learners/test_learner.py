@@ -9,9 +9,9 @@ import pytest
 
 from handrail.control.step import ActedBy, Step
 from handrail.learners import replay
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.learner import INTERVENTIONS, ONLINE, Learner, LoopConfig, to_batch
 from handrail.learners.replay import Rows
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 SAC_ = SAC(ObsSpec(("x",), ((1,),)), ActionSpec((-1.0,), (1.0,)),

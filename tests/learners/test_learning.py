@@ -1,7 +1,7 @@
 """Learning tests: the task presets must reach a success threshold within a step budget.
 
 Marked slow, still run in CI. Each test trains in-process through ``handrail train`` with the
-task's preset (``handrail.launch.train_config``) and stops at the first evaluation (20 episodes,
+task's preset (``handrail.app.config``) and stops at the first evaluation (20 episodes,
 every 1000 env steps) that reaches the threshold.
 
 pick_cube uses the sparse reward (1 on success, the episode ends there) and 20 scripted demos,
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from handrail.launch.train_cmd import train
-from handrail.launch.train_config import preset
+from handrail.app.config import preset
+from handrail.launch.commands.train import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

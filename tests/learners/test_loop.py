@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from handrail.learners.actor import Actor
+from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import write_checkpoint_dir
 from handrail.learners.learner import Learner, LoopConfig
 from handrail.learners.loop import AsyncTrainer, Trainer, make_learned_policy
 from handrail.learners.replay import Rows
-from handrail.learners.sac import SAC, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 CONFIG = SACConfig(hidden_dims=(32, 32), num_critics=2, utd=2, batch_size=32, n_step=2)

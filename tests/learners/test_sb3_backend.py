@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from handrail.learners import sb3_backend
+from handrail.learners.agents.sac import SACConfig
 from handrail.learners.demo_data import Transitions
 from handrail.learners.evaluation import evaluate
 from handrail.learners.learner import LoopConfig
 from handrail.learners.runlog import RunDir
-from handrail.learners.sac import SACConfig
 from handrail.learners.specs import ObsSpec
 
 SAC = SACConfig(hidden_dims=(32, 32), num_critics=2, batch_size=32, utd=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from handrail import sim
-from handrail.launch import envs
+from handrail.app import envs
 from handrail.sim import tasks
 
 TASK_DIR = Path(tasks.__file__).parent
@@ -83,7 +83,7 @@ def test_a_task_file_without_task_is_an_error(drop_in: Callable[..., None]) -> N
 
 def test_listing_the_tasks_imports_no_mujoco() -> None:
     code = (
-        "import sys, handrail.launch.envs, handrail.sim; "
+        "import sys, handrail.app.envs, handrail.sim; "
         "print(len(handrail.sim.TASKS), 'mujoco' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,0 +1,72 @@
+"""Demonstrations for ``handrail train``: a Zarr store (``--demos``) or the task's expert
+(``--expert-demos N``).
+
+Both come as one :class:`handrail.demos.EpisodeData`, checked against the learner's specs before
+training starts, so the learners need one converter and a mismatched store is reported before
+the run folder exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handrail.app.config import TrainConfig
+from handrail.app.envs import HANDRAIL_TASKS, make_env
+from handrail.demos import EpisodeData
+
+
+def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> EpisodeData:
+    """Runs the task's scripted expert until ``count`` successful episodes are collected.
+
+    Episode ``i`` is reset with seed ``seed + i`` (failures are skipped; at most ``3 * count``
+    attempts). Raises ValueError for a non-handrail task and RuntimeError if too few succeed.
+    """
+    import handrail.sim
+    from handrail.control.step import ActedBy
+    from handrail.demos.episodes import EpisodeCollector, data_from_episodes
+    from handrail.learners.actor import Actor
+
+    if task not in HANDRAIL_TASKS:
+        raise ValueError(f"--expert-demos needs a handrail task {HANDRAIL_TASKS}, got {task!r}")
+    env = make_env(task, **overrides)
+    collector = EpisodeCollector(task, successful_only=True)
+    expert = handrail.sim.make_expert(task, env)
+    actor = Actor(env, expert, seed=seed, sinks=[collector], acted_by=ActedBy.SCRIPTED)
+    tries = 0
+    while len(collector.episodes) < count and tries < 3 * count:
+        actor.run_episodes(1)
+        tries += 1
+    env.close()
+    if len(collector.episodes) < count:
+        raise RuntimeError(
+            f"the {task} expert succeeded in only {len(collector.episodes)} of {tries} "
+            f"episodes; wanted {count}"
+        )
+    return data_from_episodes(collector.episodes)
+
+
+def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> EpisodeData | None:
+    """The run's demonstrations (None without any), checked against the learner's specs.
+
+    Raises:
+        ValueError: the store is missing, locked, damaged, holds no successful episode, or its
+            fields do not match the task (the message names the field and the fix).
+    """
+    from handrail.demos.errors import StoreError
+    from handrail.learners.demo_data import check_fields
+
+    if cfg.expert_demos:
+        data = expert_episodes(cfg.task, cfg.expert_demos, cfg.seed + 1_000_000, **cfg.env)
+    elif cfg.demos is not None:
+        import handrail.demos
+
+        try:
+            data = handrail.demos.open_store(cfg.demos).load(successful_only=True)
+            if data.num_episodes == 0:
+                raise ValueError("the store holds no successful episodes")
+            check_fields(data, obs_spec, action_spec)
+        except (StoreError, ValueError) as exc:
+            raise ValueError(f"--demos {cfg.demos}: {exc}") from exc
+    else:
+        return None
+    return data

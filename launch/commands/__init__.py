@@ -1,0 +1,1 @@
+"""One thin module per ``handrail`` command: parse the options, call the application layer, print."""

@@ -1,0 +1,76 @@
+"""``handrail eval``: evaluate a run folder or a checkpoint (success rate with a 95% CI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import tyro
+
+from handrail.app.runs import run_env
+from handrail.learners.policies import load_run_policy, run_root
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Options of ``handrail eval``."""
+
+    path: tyro.conf.Positional[Path]
+    """A run folder (evaluates checkpoints/<checkpoint>) or a checkpoint folder: of ``handrail
+    train`` (any learner) or of ``handrail bc``."""
+    episodes: int = 20
+    """Episodes to run."""
+    video: bool = False
+    """Record the first episode as an mp4 (into the run's videos/ or next to the checkpoint)."""
+    seed: int = 100_000
+    """Seed of the first episode (episode i uses seed + i)."""
+    checkpoint: Literal["best", "latest"] = "best"
+    """Which checkpoint of a run folder to evaluate."""
+    task: str | None = None
+    """Task to evaluate on; default: the task in the run's config.json."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"EvalConfig.episodes must be >= 1, got {self.episodes}")
+
+
+def video_dir(ckpt: Path) -> Path:
+    """Where ``handrail eval --video`` writes: the run's ``videos/``, else the checkpoint."""
+    root = run_root(ckpt)
+    return ckpt if root is None else root / "videos"
+
+
+def ckpt_label(ckpt: Path) -> str:
+    """A short name for a checkpoint inside its run (``best``, ``latest``), else its folder."""
+    root = run_root(ckpt)
+    rel = ckpt.relative_to(root / "checkpoints") if root is not None else Path(ckpt.name)
+    return rel.parts[0]
+
+
+def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
+    """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
+    from handrail.learners.evaluation import env_fps
+    from handrail.learners.evaluation import evaluate as run_evaluation
+
+    run = load_run_policy(config.path, config.checkpoint)
+    env = run_env(run, config.task, render_mode="rgb_array" if config.video else None)
+    if run.residual_on is not None:  # the base alone first, on the same seeds
+        from handrail.learners.agents.residual import base_only
+        from handrail.learners.specs import ActionSpec
+
+        alone = run_evaluation(env, base_only(ActionSpec.from_space(env.action_space)),
+                               config.episodes, config.seed, success_key=run.success_key)  # fmt: skip
+        print(f"base {run.residual_on} alone: {alone.summary()}")
+    result = run_evaluation(env, run.policy, config.episodes, config.seed, video=config.video,
+                            success_key=run.success_key)  # fmt: skip
+    env.close()
+    label = f"base + residual ({run.checkpoint})" if run.residual_on else str(run.checkpoint)
+    print(f"{label}: {result.summary()}")
+    if config.video and result.frames:
+        from handrail.learners.runlog import write_video
+
+        name = f"eval_{ckpt_label(run.checkpoint)}_seed{config.seed}"
+        video = write_video(video_dir(run.checkpoint), result.frames, name, env_fps(env))
+        print(f"video: {video}")
+    return 0

@@ -1,0 +1,545 @@
+"""SAC in the RLPD / SERL style: critic ensemble, subsampled min target, UTD inside one jit.
+
+``SAC.update(state, batch)`` runs ``utd`` critic steps in a ``lax.scan`` (each followed by a
+Polyak target update), then one actor and one temperature step on the last minibatch, as
+RLPD does. The actor does not change during the critic steps, so the next actions of all
+their targets are sampled in one batched call before the scan (same values, fewer and larger
+matmuls). A non-finite loss anywhere in the block leaves the state unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.typing import ArrayLike
+
+from handrail.control.base_policy import BASE_ACTION_KEY
+from handrail.learners.agents import losses
+from handrail.learners.agents.losses import Batch
+from handrail.learners.agents.networks import Actor, CriticEnsemble, tanh_gaussian_sample
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Hyper-parameters of the SAC learner (defaults: RLPD, Ball et al. 2023)."""
+
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor and of each critic."""
+    num_critics: int = 10
+    """Critics in the ensemble."""
+    critic_subset: int = 2
+    """Critics drawn at random for the min in the target (REDQ/RLPD)."""
+    critic_layer_norm: bool = True
+    """LayerNorm after each hidden layer of the critic."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of the log-temperature."""
+    gamma: float = 0.99
+    """Discount per env step."""
+    tau: float = 0.005
+    """Polyak rate of the target critics per critic step."""
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    target_entropy: float | None = None
+    """Target policy entropy; None means -|A|/2."""
+    late_target_entropy: float | None = None
+    """Target entropy from update block ``late_entropy_blocks`` on (None: ``target_entropy``
+    throughout): the policy explores as usual while it learns, then settles to a less random
+    one, whose deterministic action (the one evaluated and deployed) is what the critics rank."""
+    late_entropy_blocks: int = 0
+    """Update blocks before ``late_target_entropy`` applies."""
+    backup_entropy: bool = True
+    """Keep the entropy term in the critic backup (False suits sparse rewards)."""
+    utd: int = 20
+    """Update-to-data ratio: critic steps per env step (``actor_utd`` actor steps per block)."""
+    actor_utd: int = 1
+    """Actor (and temperature) steps per update block, on the block's last ``actor_utd``
+    minibatches after its critic steps: 1 is RLPD's one per block; 0 means one per critic step
+    (``utd`` of them, whatever ``utd`` is), as classic SAC and Stable-Baselines3 do."""
+    batch_size: int = 256
+    """Rows per minibatch (online + offline)."""
+    n_step: int = 1
+    """n-step return horizon (never crosses episode ends)."""
+    bc_weight: float = 0.0
+    """Behaviour-cloning weight on the offline rows in the actor loss, TD3+BC-scaled (0 = off)."""
+    intervention_bc_weight: float = 0.0
+    """Behaviour-cloning weight on a person's corrections only (the intervention buffer), as
+    in HG-DAgger; 0 keeps HIL-SERL's rule (corrections are RL data sampled like demos)."""
+    entropy_rows: Literal["all", "online"] = "all"
+    """Rows whose policy entropy the temperature is tuned on: all rows, or the online rows only
+    (the states the policy visits itself; demo states are nearly deterministic)."""
+    algorithm: Literal["sac", "td3"] = "sac"
+    """sac: the stochastic tanh-Gaussian actor with a tuned temperature; td3: a deterministic
+    actor with Gaussian exploration noise and target policy smoothing (Fujimoto et al. 2018),
+    on the same critics (no target actor: the target uses the current actor, as RLPD's SAC)."""
+    td3_noise: float = 0.1
+    """td3: std of the exploration noise of the training policy (normalised action units)."""
+    td3_target_noise: float = 0.2
+    """td3: std of the target policy smoothing noise (clipped at 2.5 times itself)."""
+    residual_scale: float = 0.0
+    """Residual RL when > 0: the actor sees the observation with its ``base_action`` key and
+    outputs a correction; the executed action is clip(base + residual_scale * tanh(u), -1, 1)
+    in normalised units, and the critics see the observation without the base action and the
+    executed action. The actor's mean layer starts at zero, so the untrained policy's
+    deterministic action is the base action, bit for bit."""
+    residual_penalty: float = 0.0
+    """Residual RL: weight of a penalty on the size of the correction, over every row,
+    TD3+BC-scaled like ``bc_weight`` (0 = off): the correction stays near zero where the critics
+    give no consistent reason to move it, so the residual does not drift the base off course
+    while its critics are still learning."""
+    actor_delay_blocks: int = 0
+    """Update blocks with critic steps only before the actor (and temperature) start learning
+    (a residual's critic learns the base policy's values first)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
+        checks = {
+            "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
+            "num_critics": self.num_critics >= 1,
+            "critic_subset": 1 <= self.critic_subset <= self.num_critics,
+            "actor_lr": self.actor_lr > 0,
+            "critic_lr": self.critic_lr > 0,
+            "temperature_lr": self.temperature_lr > 0,
+            "gamma": 0.0 <= self.gamma <= 1.0,
+            "tau": 0.0 < self.tau <= 1.0,
+            "init_temperature": self.init_temperature > 0,
+            "utd": self.utd >= 1,
+            "actor_utd": 0 <= self.actor_utd <= self.utd,
+            "batch_size": self.batch_size >= 1,
+            "n_step": self.n_step >= 1,
+            "bc_weight": self.bc_weight >= 0.0,
+            "intervention_bc_weight": self.intervention_bc_weight >= 0.0,
+            "entropy_rows": self.entropy_rows in ("all", "online"),
+            "algorithm": self.algorithm in ("sac", "td3"),
+            "td3_noise": self.td3_noise >= 0.0,
+            "td3_target_noise": self.td3_target_noise >= 0.0,
+            "residual_scale": 0.0 <= self.residual_scale <= 2.0,
+            "residual_penalty": self.residual_penalty >= 0.0
+            and (self.residual_penalty == 0.0 or self.residual_scale > 0.0),
+            "actor_delay_blocks": self.actor_delay_blocks >= 0,
+            "late_entropy_blocks": self.late_entropy_blocks >= 0,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
+            raise ValueError(
+                f"SACConfig: invalid {values} (need: widths >= 1, 1 <= critic_subset <= "
+                "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
+                "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
+                "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
+                "residual_penalty >= 0 and only with residual_scale > 0, actor_delay_blocks and "
+                "late_entropy_blocks >= 0)"
+            )
+
+    @classmethod
+    def rlpd(cls, **overrides: Any) -> SACConfig:
+        """RLPD: 10 LayerNorm critics, subset 2, UTD 20, batch 256, half demos."""
+        return cls(**overrides)
+
+    @classmethod
+    def cpu(cls, **overrides: Any) -> SACConfig:
+        """A laptop-CPU preset: 2 critics, 128x128 nets, UTD 4, batch 128."""
+        base = {"hidden_dims": (128, 128), "num_critics": 2, "utd": 4, "batch_size": 128}
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def hil_serl(cls, **overrides: Any) -> SACConfig:
+        """HIL-SERL: 2 critics, gamma 0.97, alpha0 0.01, no entropy backup, critic-heavy UTD."""
+        base = {
+            "num_critics": 2,
+            "gamma": 0.97,
+            "init_temperature": 0.01,
+            "backup_entropy": False,
+            "utd": 2,
+        }
+        return cls(**{**base, **overrides})
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible dict of every field."""
+        out = dataclasses.asdict(self)
+        out["hidden_dims"] = list(self.hidden_dims)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SACConfig:
+        """Inverse of :meth:`to_json`; unknown fields -> ValueError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"SACConfig: unknown fields {sorted(unknown)}; valid: {sorted(names)}")
+        return cls(**{**data, "hidden_dims": tuple(data.get("hidden_dims", (256, 256)))})
+
+
+@flax.struct.dataclass
+class SACState:
+    """Everything the learner updates: params, targets, optimizer states, RNG and counters."""
+
+    actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    log_temperature: jax.Array
+    actor_opt_state: Any
+    critic_opt_state: Any
+    temperature_opt_state: Any
+    rng: jax.Array
+    step: jax.Array
+    """Update blocks applied (each = utd critic steps + 1 actor step)."""
+
+
+def _zeros(mean: jax.Array) -> jax.Array:
+    """A zero log-probability per row (deterministic actors)."""
+    return jnp.zeros(mean.shape[:-1], mean.dtype)
+
+
+def _residual_columns(
+    obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Flat-observation columns of the base action and of what the critics see (residual)."""
+    if config.residual_scale <= 0.0:
+        return None, None
+    if BASE_ACTION_KEY not in obs_spec.keys:
+        raise ValueError(
+            f"SAC: residual_scale={config.residual_scale} needs the base policy's action as "
+            f"observation key {BASE_ACTION_KEY!r}, but the observation has {list(obs_spec.keys)}; "
+            "wrap the env with handrail.learners.agents.residual.ResidualObservation (handrail train "
+            "--residual-on does)"
+        )
+    start = 0
+    for key, shape in zip(obs_spec.keys, obs_spec.shapes, strict=True):
+        if key == BASE_ACTION_KEY:
+            if shape != (action_spec.dim,):
+                raise ValueError(
+                    f"SAC: observation key {BASE_ACTION_KEY!r} has shape {shape}; it must be "
+                    f"the base action, shape ({action_spec.dim},)"
+                )
+            break
+        start += math.prod(shape)
+    base = np.arange(start, start + action_spec.dim)
+    return base, np.setdiff1d(np.arange(obs_spec.dim), base)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+class SAC:
+    """The learner: built from specs and a config; all methods are pure in ``SACState``."""
+
+    def __init__(self, obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig) -> None:
+        self.obs_spec, self.action_spec, self.config = obs_spec, action_spec, config
+        self.residual = config.residual_scale > 0.0
+        self.base_columns, self.critic_columns = _residual_columns(obs_spec, action_spec, config)
+        self.actor = Actor(config.hidden_dims, action_spec.dim, zero_mean=self.residual)
+        self.critic = CriticEnsemble(
+            config.hidden_dims, config.num_critics, config.critic_layer_norm
+        )
+        # The target evaluates only the drawn subset (same params layout, fewer members).
+        self.subset_critic = CriticEnsemble(
+            config.hidden_dims, config.critic_subset, config.critic_layer_norm
+        )
+        self.target_entropy = (
+            -action_spec.dim / 2.0 if config.target_entropy is None else config.target_entropy
+        )
+        self.actor_tx = optax.adam(config.actor_lr)
+        self.critic_tx = optax.adam(config.critic_lr)
+        self.temperature_tx = optax.adam(config.temperature_lr)
+        self.update = jax.jit(self.update_fn)
+        # One compiled call: flax's eager init compiles each of its ~100 ops on its own, seconds
+        # at every start-up; the jitted one gives bit-identical params.
+        self._init = jax.jit(self._init_fn)
+        self._act = jax.jit(self._act_fn, static_argnames="deterministic")
+
+    # -- networks as functions of explicit params -------------------------------------------
+    def policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
+        """The training policy: a ~ pi(.|obs) in [-1, 1] and its log-probability.
+
+        SAC samples the tanh-Gaussian; TD3 adds Gaussian exploration noise to its deterministic
+        action (log-probability 0). A residual actor's sample is its correction, composed with
+        the observation's base action (:meth:`compose`).
+        """
+        mean, log_std = self._actor_out(actor_params, obs)
+        if self.config.algorithm == "td3":
+            noise = self.config.td3_noise * jax.random.normal(key, mean.shape, mean.dtype)
+            return self.compose(obs, jnp.clip(jnp.tanh(mean) + noise, -1.0, 1.0)), _zeros(mean)
+        action, log_prob = tanh_gaussian_sample(mean, log_std, key)
+        return self.compose(obs, action), log_prob
+
+    def target_policy_fn(
+        self, actor_params: Any, obs: jax.Array, key: jax.Array
+    ) -> tuple[Any, Any]:
+        """Next actions of the critic target: SAC's sample, or TD3's smoothed action."""
+        if self.config.algorithm != "td3":
+            return self.policy_fn(actor_params, obs, key)
+        mean = self._actor_out(actor_params, obs)[0]
+        sigma = self.config.td3_target_noise
+        noise = jnp.clip(sigma * jax.random.normal(key, mean.shape, mean.dtype), -2.5 * sigma,
+                         2.5 * sigma)  # fmt: skip
+        return self.compose(obs, jnp.clip(jnp.tanh(mean) + noise, -1.0, 1.0)), _zeros(mean)
+
+    def loss_policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
+        """The action the actor loss differentiates: SAC's sample, TD3's deterministic action."""
+        if self.config.algorithm != "td3":
+            return self.policy_fn(actor_params, obs, key)
+        mean = self._actor_out(actor_params, obs)[0]
+        return self.mode_fn(actor_params, obs), _zeros(mean)
+
+    def mode_fn(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action tanh(mean) in [-1, 1] (composed with the base if residual)."""
+        return self.compose(obs, jnp.tanh(self._actor_out(actor_params, obs)[0]))
+
+    def compose(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """The executed action: ``action`` itself, or clip(base + scale * action) if residual."""
+        if not self.residual:
+            return action
+        return jnp.clip(self.base_action(obs) + self.config.residual_scale * action, -1.0, 1.0)
+
+    def base_action(self, obs: jax.Array) -> jax.Array:
+        """A residual's base action, read from a flat observation."""
+        return obs[..., self.base_columns]
+
+    def critic_obs(self, obs: jax.Array) -> jax.Array:
+        """What the critics see of a flat observation (a residual's critics: not the base)."""
+        return obs if self.critic_columns is None else obs[..., self.critic_columns]
+
+    def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Q-values of all critics, shape (num_critics, ...)."""
+        q: jax.Array = self.critic.apply({"params": critic_params}, self.critic_obs(obs), action)  # type: ignore[assignment]
+        return q
+
+    def subset_critic_fn(self, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        """Q-values of ``critic_subset`` critics whose params were gathered from the ensemble."""
+        q: jax.Array = self.subset_critic.apply({"params": params}, self.critic_obs(obs), action)  # type: ignore[assignment]
+        return q
+
+    def _actor_out(self, actor_params: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(mean, log_std) of the Gaussian before the tanh."""
+        out: tuple[jax.Array, jax.Array] = self.actor.apply({"params": actor_params}, obs)  # type: ignore[assignment]
+        return out
+
+    def temperature(self, state: SACState) -> jax.Array:
+        """The entropy temperature alpha (0 for TD3, whose actor has no entropy term)."""
+        if self.config.algorithm == "td3":
+            return jnp.zeros((), jnp.float32)
+        return jnp.exp(state.log_temperature)
+
+    # -- state --------------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> SACState:
+        """Fresh learner state from a PRNG key."""
+        return self._init(key)
+
+    def _init_fn(self, key: jax.Array) -> SACState:
+        key_actor, key_critic, rng = jax.random.split(key, 3)
+        obs = jnp.zeros((1, self.obs_spec.dim), jnp.float32)
+        action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
+        actor_params = self.actor.init(key_actor, obs)["params"]
+        critic_params = self.critic.init(key_critic, self.critic_obs(obs), action)["params"]
+        log_temperature = jnp.asarray(np.log(self.config.init_temperature), jnp.float32)
+        return SACState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=jax.tree_util.tree_map(jnp.array, critic_params),
+            log_temperature=log_temperature,
+            actor_opt_state=self.actor_tx.init(actor_params),
+            critic_opt_state=self.critic_tx.init(critic_params),
+            temperature_opt_state=self.temperature_tx.init(log_temperature),
+            rng=rng,
+            step=jnp.zeros((), jnp.int32),
+        )
+
+    # -- update -------------------------------------------------------------------------------
+    def critic_step(
+        self, state: SACState, inputs: tuple[Batch, jax.Array, jax.Array, jax.Array]
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """One critic gradient step, then the Polyak update.
+
+        ``inputs`` is (minibatch, next actions, their log-probabilities, key of the subset draw).
+        """
+        batch, next_action, next_log_prob, key = inputs
+        grads, metrics = jax.grad(losses.critic_loss, has_aux=True)(
+            state.critic_params,
+            state.target_critic_params,
+            self.temperature(state),
+            batch,
+            next_action,
+            next_log_prob,
+            key,
+            critic_fn=self.critic_fn,
+            critic_subset=self.config.critic_subset,
+            backup_entropy=self.config.backup_entropy,
+            subset_critic_fn=(
+                self.subset_critic_fn
+                if self.config.critic_subset < self.config.num_critics
+                else None
+            ),
+        )
+        updates, opt_state = self.critic_tx.update(grads, state.critic_opt_state)
+        params = optax.apply_updates(state.critic_params, updates)
+        target = losses.polyak(params, state.target_critic_params, self.config.tau)
+        new = dataclasses.replace(
+            state, critic_params=params, target_critic_params=target, critic_opt_state=opt_state
+        )
+        return new, metrics
+
+    def actor_step(
+        self, state: SACState, batch: Batch, key: jax.Array
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """One actor step and one temperature step on a minibatch; increments ``step``.
+
+        The behaviour-cloning terms apply to the offline rows (``config.bc_weight``) and to the
+        person's corrections (``config.intervention_bc_weight``); the temperature follows the
+        entropy of ``config.entropy_rows``.
+        """
+        grads, metrics = jax.grad(losses.actor_loss, has_aux=True)(
+            state.actor_params,
+            state.critic_params,
+            self.temperature(state),
+            batch,
+            key,
+            policy_fn=self.loss_policy_fn,
+            critic_fn=self.critic_fn,
+            bc_weight=self.config.bc_weight,
+            intervention_bc_weight=self.config.intervention_bc_weight,
+            mode_fn=self.mode_fn,
+            anchor_weight=self.config.residual_penalty,
+            anchor_fn=self.base_action if self.residual else None,
+        )
+        updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
+        actor_params = optax.apply_updates(state.actor_params, updates)
+        entropy = metrics[
+            "actor/entropy_online" if self.config.entropy_rows == "online" else "actor/entropy"
+        ]
+        t_grad, t_metrics = jax.grad(losses.temperature_loss, has_aux=True)(
+            state.log_temperature, entropy, self.entropy_target(state.step)
+        )
+        t_updates, t_opt = self.temperature_tx.update(t_grad, state.temperature_opt_state)
+        new = dataclasses.replace(
+            state,
+            actor_params=actor_params,
+            actor_opt_state=actor_opt,
+            log_temperature=optax.apply_updates(state.log_temperature, t_updates),
+            temperature_opt_state=t_opt,
+            step=state.step + 1,
+        )
+        return new, {**metrics, **t_metrics}
+
+    def _critic_block(
+        self, state: SACState, batch: Batch, key: jax.Array
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """``len(batch)`` critic steps in a scan; next actions sampled for all of them at once."""
+        key_next, key_subset = jax.random.split(key)
+        next_action, next_log_prob = self.target_policy_fn(
+            state.actor_params, batch.next_obs, key_next
+        )
+        subset_keys = jax.random.split(key_subset, batch.reward.shape[0])
+        return jax.lax.scan(
+            self.critic_step, state, (batch, next_action, next_log_prob, subset_keys)
+        )
+
+    def _actor_block(
+        self, state: SACState, batch: Batch, key: jax.Array
+    ) -> tuple[SACState, dict[str, jax.Array]]:
+        """``config.actor_utd`` actor and temperature steps on the block's last minibatches
+        (``step`` still counts the block once); metrics of the last step."""
+        k = self.config.actor_utd or self.config.utd
+        if k == 1:
+            return self.actor_step(state, jax.tree_util.tree_map(lambda x: x[-1], batch), key)
+        tail = jax.tree_util.tree_map(lambda x: x[-k:], batch)
+        new, metrics = jax.lax.scan(
+            lambda s, inputs: self.actor_step(s, *inputs), state, (tail, jax.random.split(key, k))
+        )
+        new = dataclasses.replace(new, step=state.step + 1)
+        return new, {name: value[-1] for name, value in metrics.items()}
+
+    def pretrain_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """One step on an offline-only minibatch: a critic step, then a pure BC actor step."""
+        rng, key = jax.random.split(state.rng)
+        state, metrics = self._critic_block(
+            dataclasses.replace(state, rng=rng),
+            jax.tree_util.tree_map(lambda x: x[None], batch),
+            key,
+        )
+        grad_fn = jax.value_and_grad(losses.bc_mse)
+        bc, grads = grad_fn(state.actor_params, batch.obs, batch.action, mode_fn=self.mode_fn)
+        updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
+        new = dataclasses.replace(
+            state,
+            actor_params=optax.apply_updates(state.actor_params, updates),
+            actor_opt_state=actor_opt,
+        )
+        return new, {**{k: v[0] for k, v in metrics.items()}, "actor/bc_mse": bc}
+
+    def entropy_target(self, step: jax.Array) -> jax.Array | float:
+        """The temperature's target entropy at update block ``step``."""
+        late = self.config.late_target_entropy
+        if late is None:
+            return self.target_entropy
+        return jnp.where(step < self.config.late_entropy_blocks, self.target_entropy, late)
+
+    def update_fn(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
+        """Un-jitted body of :meth:`update` (for fusing into larger jitted functions).
+
+        ``batch`` leaves have leading dims (utd, batch_size): one minibatch per critic step; the
+        actor and temperature step on the last one.
+        """
+        rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+        new, critic_metrics = self._critic_block(
+            dataclasses.replace(state, rng=rng), batch, key_critic
+        )
+        critic_only = dataclasses.replace(new, step=new.step + 1)
+        new, actor_metrics = self._actor_block(new, batch, key_actor)
+        if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
+            start = critic_only.step > self.config.actor_delay_blocks
+            new = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), new, critic_only)
+        metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
+        metrics.update(actor_metrics)
+        finite = _all_finite(
+            (
+                critic_metrics["critic/loss"],
+                actor_metrics["actor/loss"],
+                metrics["temperature/loss"],
+            )
+        )
+        new = jax.tree_util.tree_map(lambda n, o: jnp.where(finite, n, o), new, state)
+        new = dataclasses.replace(new, rng=rng)  # a skipped block still moves the RNG on
+        metrics["update/nonfinite"] = 1.0 - finite.astype(jnp.float32)
+        return new, metrics
+
+    # -- acting -------------------------------------------------------------------------------
+    def _act_fn(
+        self, actor_params: Any, obs: jax.Array, key: jax.Array, deterministic: bool
+    ) -> jax.Array:
+        if deterministic:
+            return self.mode_fn(actor_params, obs)
+        return self.policy_fn(actor_params, obs, key)[0]
+
+    def act(
+        self, state: SACState, obs_flat: np.ndarray, key: jax.Array, deterministic: bool = False
+    ) -> np.ndarray:
+        """Actions in [-1, 1] for one flat observation (D,) or a batch (N, D)."""
+        obs = jnp.asarray(obs_flat, jnp.float32)
+        return np.asarray(self._act(state.actor_params, obs, key, deterministic=deterministic))
+
+    def make_policy(
+        self, params: Any, deterministic: bool
+    ) -> Callable[[ArrayLike, jax.Array], jax.Array]:
+        """The one inference function ``policy(obs_flat, key) -> action in [-1, 1]`` (jitted)."""
+        act = self._act
+
+        def policy(obs_flat: ArrayLike, key: jax.Array) -> jax.Array:
+            return act(params, jnp.asarray(obs_flat, jnp.float32), key, deterministic=deterministic)
+
+        return policy

@@ -1,0 +1,92 @@
+"""`handrail bench residual`: both arms share the store and the settings, the residual arm runs
+on the BC base, and the table times each arm to its own goal (95% vs 90% sustained)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from handrail.app.config import bc_preset, preset
+from handrail.bench import residual as res
+from handrail.bench.learning import Run
+
+BASES = {"pick_cube": {"store": Path("s"), "base": "bc:b", "base_success": 0.42}}
+
+
+def test_the_arms_differ_only_in_the_base(tmp_path: Path) -> None:
+    cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0,), out=tmp_path,
+                                  residual_steps=3000, sac_steps=9000,
+                                  train_args="--sac.utd 4")  # fmt: skip
+    residual, sac = res.plan(cfg, BASES)
+    assert (residual.learner, sac.learner) == (res.RESIDUAL, res.SAC)
+    a, b = list(residual.argv), list(sac.argv)
+    assert a[a.index("--residual-on") + 1] == "bc:b" and "--residual-on" not in b
+    assert a[a.index("--demos") + 1] == b[b.index("--demos") + 1] == "s"
+    assert (a[a.index("--steps") + 1], b[b.index("--steps") + 1]) == ("3000", "9000")
+    assert a[-2:] == ["--sac.utd", "4"] and "--sac.utd" not in b
+    for flag in ("--eval-every", "--eval-episodes", "--seed", "--task"):
+        assert a[a.index(flag) + 1] == b[b.index(flag) + 1]
+
+
+def _fake(folder: Path, arm: str, rates: list[float]) -> Run:
+    folder.mkdir(parents=True)
+    lines = []
+    for i, rate in enumerate(rates):
+        lines += [{"kind": "episode", "env_steps": 500 * i + 250, "length": 50, "success": 1.0},
+                  {"kind": "eval", "env_steps": 500 * (i + 1), "wall_time_s": 1.0,
+                   "success_rate": rate, "mean_return": rate}]  # fmt: skip
+    (folder / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (folder / "final.json").write_text(json.dumps({"success_rate": rates[-1]}))
+    return Run("pick_cube", arm, 0, 500 * len(rates), folder)
+
+
+def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
+    # the residual passes 90% at 1k but 95% only from 2k; SAC sustains 90% from 4.5k
+    residual = res.summarize(_fake(tmp_path / "r", res.RESIDUAL, [0.5, 0.92, 0.93, 0.96, 0.97,
+                                                                   0.98, 0.99]))  # fmt: skip
+    sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0, 0, 0, 0.2, 0.5, 0.6, 0.9, 0.91, 0.95]))
+    assert (residual["steps_to_arm_goal"], sac["steps_to_arm_goal"]) == (3000, 4500)
+    line = res.table([residual, sac], BASES)[2]
+    assert line == "| pick_cube | 42% | 0 | 3,000 | 99% | 4,500 | 95% | 1.50 (1.50x; 1.50x) |"
+
+
+def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
+    """The residual arm starts from its task's residual preset (the bench adds no options of its
+    own, so `handrail train --residual-on` is what the bench measures); --train-args add to it on
+    every task. Both arms train with the task's preset observation keys and the base gets the
+    same ones (a fair comparison)."""
+    bases = {**BASES, "peg_insert": {"store": Path("p"), "base": "bc:pb", "base_success": 0.8}}
+    cfg = res.BenchResidualConfig(tasks=("pick_cube", "peg_insert"), seeds=(0,), out=tmp_path)
+    runs = {(r.task, r.learner): " ".join(r.argv) for r in res.plan(cfg, bases)}
+    assert not any("--ignore-obs-keys" in argv for argv in runs.values())  # the preset's keys
+    assert preset("peg_insert").ignore_obs_keys == ("proprio", "peg", "hole")
+    assert preset("pick_cube").ignore_obs_keys == ("object",)
+    for task in ("pick_cube", "peg_insert"):  # the base: `handrail bc`'s preset, the same keys
+        assert bc_preset(task)[1] == preset(task).ignore_obs_keys
+    assert not any("--sac." in argv for argv in runs.values())
+    assert all(runs[task, res.RESIDUAL].endswith(f"--residual-on {bases[task]['base']}")
+               for task in ("pick_cube", "peg_insert"))  # fmt: skip
+    mine = res.BenchResidualConfig(tasks=("peg_insert",), seeds=(0,), out=tmp_path,
+                                   train_args="--sac.utd 4")  # fmt: skip
+    (residual, _) = res.plan(mine, bases)
+    assert residual.argv[-2:] == ("--sac.utd", "4")
+
+
+def test_sac_without_demos_is_an_arm_with_a_lower_bound_where_it_never_learns(
+    tmp_path: Path,
+) -> None:
+    cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0,), out=tmp_path,
+                                  arms=(res.NO_DEMOS,), nodemos_steps=4000)  # fmt: skip
+    (run,) = res.plan(cfg, BASES)
+    argv = list(run.argv)
+    assert argv[argv.index("--expert-demos") + 1] == "0" and "--demos" not in argv
+    assert argv[argv.index("--steps") + 1] == "4000" and "--residual-on" not in argv
+    residual = res.summarize(_fake(tmp_path / "r", res.RESIDUAL, [0.96, 0.97, 0.98]))
+    sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0, 0.9, 0.91, 0.95]))
+    never = res.summarize(_fake(tmp_path / "n", res.NO_DEMOS, [0.0] * 8))
+    header, _, line = res.table([residual, sac, never], BASES)
+    assert header.endswith("| SAC without demos: env steps to 90% sustained (final success) | "
+                           "residual's speed-up over it |")  # fmt: skip
+    assert line.endswith("| 1.33 (1.33x; 1.33x) | not in 4,000 (0%) | ≥2.67 |")
+    learns = res.summarize(_fake(tmp_path / "l", res.NO_DEMOS, [0, 0, 0.9, 0.9, 0.92, 0.5]))
+    assert res.table([residual, sac, learns], BASES)[2].endswith("| 2,500 (50%) | 1.67 |")

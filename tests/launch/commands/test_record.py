@@ -1,0 +1,128 @@
+"""`handrail record` end to end through the CLI entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handrail.demos import open_store
+from handrail.launch import cli
+
+
+def test_record_stores_expert_episodes_with_seeds(recorded: Path) -> None:
+    reader = open_store(recorded)
+    assert reader.num_episodes == 3 and reader.attrs["kind"] == "demo"
+    assert [r.seed for r in reader.episodes] == [5, 6, 7]
+    assert all(r.task == "reach" for r in reader.episodes)
+    assert set(np.unique(reader.load().intervention)) == {2}  # scripted
+
+
+def test_record_ctrl_c_keeps_finished_episodes(tmp_path: Path, monkeypatch) -> None:
+    from handrail import sim
+
+    real = sim.make_expert
+    calls = {"n": 0}
+
+    def interrupting(task, env=None):
+        expert = real(task, env)
+
+        class Wrapped:
+            def reset(self, seed=None):
+                expert.reset(seed=seed)
+
+            def __call__(self, obs):
+                calls["n"] += 1
+                if calls["n"] > 25:  # reach episodes take ~10 steps: stop inside the third
+                    raise KeyboardInterrupt
+                return expert(obs)
+
+        return Wrapped()
+
+    monkeypatch.setattr(sim, "make_expert", interrupting)
+    out = tmp_path / "s"
+    assert cli.main(["record", "--task", "reach", "--episodes", "5", "--out", str(out)]) == 130
+    reader = open_store(out)
+    assert 1 <= reader.num_episodes < 5
+    assert reader.num_steps == sum(r.num_steps for r in reader.episodes)
+    assert cli.main(["demos", "validate", str(out)]) == 0
+
+
+class ScriptedDevice:
+    """A person's device, read by read: a list of states (then at rest)."""
+
+    name = "scripted"
+
+    def __init__(self, states: list) -> None:
+        self.states, self.closed = list(states), False
+
+    def read(self):
+        from handrail.control.teleop import DeviceState
+
+        return self.states.pop(0) if self.states else DeviceState()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_person_records_demos_marks_success_and_records_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from handrail.app import human
+    from handrail.control.teleop import DeviceState, TeleopEvent
+
+    start, push = (
+        DeviceState(events=(TeleopEvent.INTERVENE,)),
+        DeviceState(twist=[1, 0, 0, 0, 0, 0]),
+    )
+
+    def ev(event: TeleopEvent) -> DeviceState:
+        return DeviceState(twist=[1, 0, 0, 0, 0, 0], events=(event,))
+
+    device = ScriptedDevice([
+        start, push, push, ev(TeleopEvent.SUCCESS),  # episode 0: marked a success
+        start, push, ev(TeleopEvent.RERECORD),  # thrown away
+        start, push, push, push, ev(TeleopEvent.END),  # ended without a verdict
+    ])  # fmt: skip
+    opened = []
+    monkeypatch.setattr(
+        human, "open_device", lambda source, mapping: opened.append(source) or device
+    )
+    out = tmp_path / "teleop"
+    args = [
+        "record",
+        "--task",
+        "reach",
+        "--source",
+        "gamepad",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(args) == 0
+    assert opened == ["gamepad"] and device.closed
+    data = open_store(out).load()
+    assert data.num_episodes == 2 and list(data.episode_lengths) == [3, 4]
+    assert [r.success for r in data.records] == [True, False]
+    assert [r.seed for r in data.records] == [0, 2]  # seed 1 was recorded again as seed 2
+    assert set(np.unique(data.intervention)) == {1}  # the person acted every step
+    assert np.all(data.action[:, 0] == 1.0)  # full deflection away = full step along base x
+    assert bool(data.terminated[2]) and bool(data.truncated[-1])
+    assert "recording it again" in capsys.readouterr().out
+    assert cli.main(["demos", "validate", str(out)]) == 0
+
+
+def test_recording_with_a_device_needs_an_arm_task(tmp_path: Path, capsys) -> None:
+    args = [
+        "record",
+        "--task",
+        "HalfCheetah-v5",
+        "--source",
+        "keyboard",
+        "--out",
+        str(tmp_path / "x"),
+    ]
+    assert cli.main(args) == 2
+    assert "valid tasks" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -1,0 +1,169 @@
+"""`handrail train --residual-on BASE` end to end: every base kind loads, the untrained residual
+acts exactly as its base, the base never changes, `handrail eval` shows base and base + residual
+side by side, and bad base specs are one-line errors that create nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from handrail.app.bases import make_base
+from handrail.app.config import preset
+from handrail.app.envs import make_env
+from handrail.control.base_policy import BASE_ACTION_KEY
+from handrail.launch import cli
+from handrail.launch.commands import train as train_cmd
+from handrail.learners.agents.residual import ResidualObservation
+from handrail.learners.agents.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+
+def toward_goal(obs: Any) -> np.ndarray:
+    """A module-level callable base for ``module:attr`` (reach: move towards the goal)."""
+    return np.clip(np.r_[obs["goal_from_tcp_dm"] * 2.0, -1.0], -1, 1).astype(np.float32)
+
+
+def residual_config(run_dir: Path, base: str, **overrides: Any) -> Any:
+    sac = {"hidden_dims": (32, 32), "batch_size": 32, "utd": 1, "actor_delay_blocks": 5}
+    return preset("reach", residual_on=base, sac=sac,
+                  loop={"warmup_steps": 40}, steps=80, eval_every=80, eval_episodes=2,
+                  run_dir=run_dir, progress=False, **overrides)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def residual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("runs") / "residual"
+    assert train_cmd.train(residual_config(run_dir, "expert")) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def sb3_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from stable_baselines3 import SAC as SB3SAC
+
+    env = make_env("reach")
+    model = SB3SAC("MultiInputPolicy", env, policy_kwargs={"net_arch": [16]}, device="cpu")
+    path = tmp_path_factory.mktemp("sb3") / "model.zip"
+    model.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bc_run(tmp_path_factory: pytest.TempPathFactory, recorded: Path) -> Path:
+    run = tmp_path_factory.mktemp("bc") / "bc"
+    argv = ["bc", "--demos", str(recorded), "--run-dir", str(run), "--no-progress",
+            "--eval-episodes", "0", "--bc.steps", "100", "--bc.horizon", "4", "--bc.execute", "2"]  # fmt: skip
+    assert cli.main(argv) == 0
+    return run
+
+
+def test_every_base_kind_is_its_own_action_under_a_fresh_residual(
+    residual_run: Path, sb3_zip: Path, bc_run: Path
+) -> None:
+    specs = ["expert", f"{__name__}:toward_goal", f"sb3:{sb3_zip}", f"run:{residual_run}",
+             f"bc:{bc_run}"]  # fmt: skip
+    for spec in specs:
+        env = make_env("reach")
+        wrapped = ResidualObservation(env, make_base(spec, "reach", env))
+        sac = SAC(ObsSpec.from_space(wrapped.observation_space),
+                  ActionSpec.from_space(wrapped.action_space),
+                  SACConfig(hidden_dims=(16,), num_critics=2, residual_scale=0.1))  # fmt: skip
+        params = sac.init(jax.random.PRNGKey(0)).actor_params
+        obs, _ = wrapped.reset(seed=0)
+        for _ in range(5):
+            flat = sac.obs_spec.flatten(obs)
+            action = np.asarray(sac.mode_fn(params, jnp.asarray(flat)))
+            np.testing.assert_array_equal(action, obs[BASE_ACTION_KEY], err_msg=spec)
+            obs, *_ = wrapped.step(sac.action_spec.to_env(action))
+
+
+def test_a_residual_run_as_a_base_brings_its_own_base(residual_run: Path) -> None:
+    """run:PATH of a residual run = that run's policy on top of its expert."""
+    from handrail.app.runs import run_env
+    from handrail.learners.policies import load_run_policy
+
+    run = load_run_policy(residual_run)
+    assert run.residual_on == "expert"
+    direct = run_env(run)
+    env = make_env("reach")
+    stacked = make_base(f"run:{residual_run}", "reach", env)
+    obs, _ = direct.reset(seed=3)
+    raw, _ = env.reset(seed=3)
+    stacked.reset(seed=3)
+    for _ in range(10):
+        expected = run.policy(obs)
+        np.testing.assert_allclose(stacked(raw), expected, atol=1e-6)
+        obs, *_ = direct.step(expected)
+        raw, *_ = env.step(expected)
+
+
+def test_the_run_folder_records_the_base_and_eval_reports_both(
+    residual_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = json.loads((residual_run / "config.json").read_text())
+    assert config["residual_on"] == "expert" and config["sac"]["residual_scale"] == 0.1
+    assert cli.main(["eval", str(residual_run), "--episodes", "3", "--checkpoint", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert "base expert alone: 3 episodes: success" in out and "base + residual" in out
+
+
+def test_the_base_never_changes_during_training(tmp_path: Path, residual_run: Path) -> None:
+    """A handrail run as the base: its checkpoint files are byte-identical after training."""
+    ckpt = residual_run / "checkpoints" / "latest" / "learner" / "state.msgpack"
+    before = ckpt.read_bytes()
+    cfg = residual_config(tmp_path / "stacked", f"run:{residual_run}")
+    assert train_cmd.train(cfg) == 0
+    assert ckpt.read_bytes() == before
+
+
+def test_residual_preset_and_demos_relabelled(tmp_path: Path, recorded: Path) -> None:
+    """--residual-on starts from the residual preset; recorded demos get the base's action."""
+    cfg = train_cmd.parse_args(["--task", "reach", "--residual-on", "expert"])
+    assert cfg.sac.residual_scale == 0.1 and cfg.sac.actor_delay_blocks > 0
+    run_dir = tmp_path / "with_demos"
+    assert train_cmd.train(residual_config(run_dir, "expert", demos=recorded)) == 0
+    assert (run_dir / "checkpoints" / "latest").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--residual-on", "bc:/no/such/folder"], "does not exist"),
+        (["--residual-on", "nonsense"], "expected one of expert"),
+        (["--residual-on", "handrail_no_such_module:policy"], "cannot import"),
+        (["--residual-on", "expert", "--sac.residual-scale", "0"], "residual-scale > 0"),
+        (["--task", "Pendulum-v1", "--residual-on", "expert"], "needs a handrail task"),
+    ],
+)
+def test_bad_base_specs_are_one_line_errors_that_create_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    run_dir = tmp_path / "run"
+    task = [] if "--task" in args else ["--task", "reach"]
+    argv = ["train", *task, "--steps", "10", "--run-dir", str(run_dir), *args]
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+def test_a_resumed_run_continues_the_progressive_schedule(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    env = make_env("reach")
+    inner = ResidualObservation(env, make_base("expert", "reach", env), enable_steps=1000)
+    outer = gym.wrappers.RecordEpisodeStatistics(inner)
+    train_cmd._resume_wrappers(outer, 640)
+    assert inner.steps == 640
+    cfg = residual_config(tmp_path / "run", "expert", residual_enable_steps=1000)
+    assert train_cmd.train(cfg) == 0
+    resumed = cli.main(["train", "--resume", str(tmp_path / "run"), "--steps", "120",
+                        "--no-progress"])  # fmt: skip
+    assert resumed == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["residual_enable_steps"] == 1000 and config["steps"] == 120

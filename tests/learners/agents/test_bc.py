@@ -1,0 +1,126 @@
+"""Behaviour cloning: chunk targets and masks, the episode split, learning, and the checkpoint as
+a frozen base policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from handrail.control.base_policy import ChunkedBase
+from handrail.learners.agents.bc import (
+    BCConfig,
+    chunk_targets,
+    load_bc_policy,
+    save_bc,
+    split_episodes,
+    train_bc,
+)
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+OBS = ObsSpec(("x",), ((2,),))
+ACT = ActionSpec((-2.0, -2.0), (2.0, 2.0))
+
+
+def episodes(count: int = 6, length: int = 12, seed: int = 0) -> SimpleNamespace:
+    """Episodes where the action is a fixed linear function of the observation (env units)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (count * length, 2)).astype(np.float32)
+    action = np.clip(np.stack([x[:, 0] + x[:, 1], x[:, 0] - x[:, 1]], 1), -2, 2)
+    return SimpleNamespace(obs={"x": x}, action=action.astype(np.float32),
+                           episode_starts=np.arange(count) * length,
+                           episode_lengths=np.full(count, length))  # fmt: skip
+
+
+def test_chunk_targets_against_a_brute_force_loop() -> None:
+    rng = np.random.default_rng(1)
+    lengths = np.array([3, 5, 1])
+    starts = np.array([0, 3, 8])
+    actions = rng.normal(size=(9, 2)).astype(np.float32)
+    targets, mask = chunk_targets(actions, starts, lengths, horizon=4)
+    for s, n in zip(starts, lengths, strict=True):
+        for t in range(s, s + n):
+            for k in range(4):
+                inside = t + k < s + n
+                assert mask[t, k] == float(inside)
+                np.testing.assert_array_equal(targets[t, k], actions[min(t + k, s + n - 1)])
+
+
+def test_unselected_steps_are_never_chunk_targets() -> None:
+    rng = np.random.default_rng(2)
+    lengths, starts = np.array([4, 5]), np.array([0, 4])
+    actions = rng.normal(size=(9, 2)).astype(np.float32)
+    selected = np.array([1, 0, 1, 1, 0, 0, 1, 1, 0], bool)
+    targets, mask = chunk_targets(actions, starts, lengths, 3, selected)
+    every, every_mask = chunk_targets(actions, starts, lengths, 3)
+    np.testing.assert_array_equal(targets, every)
+    for s, n in zip(starts, lengths, strict=True):
+        for t in range(s, s + n):
+            for k in range(3):
+                assert mask[t, k] == float(t + k < s + n and selected[t + k])
+    assert (mask <= every_mask).all()
+
+
+def test_only_the_selected_steps_are_cloned(tmp_path: Path) -> None:
+    """A person's corrections among a policy's steps: the policy's actions (here a constant far
+    from the person's) must not pull the clone, which they do when every step is cloned."""
+    data = episodes(count=8)
+    selected = np.arange(len(data.action)) % 2 == 0
+    data.action[~selected] = [2.0, -2.0]
+    config = BCConfig(hidden_dims=(64, 64), steps=600, eval_every=100, batch_size=64)
+    obs = {"x": np.array([0.3, -0.2], np.float32)}
+    errors = []
+    for name, rows in (("person", selected), ("every", None)):
+        result = train_bc(data, OBS, ACT, config, selected=rows)
+        (tmp_path / name).mkdir()
+        save_bc(tmp_path / name, result, config, OBS, ACT)
+        errors.append(float(np.abs(load_bc_policy(tmp_path / name)(obs) - [0.1, 0.5]).max()))
+    assert errors[0] < 0.15 < errors[1]
+    with pytest.raises(ValueError, match="at least one true"):
+        train_bc(data, OBS, ACT, config, selected=np.zeros(len(data.action), bool))
+
+
+def test_the_split_is_by_whole_episodes_disjoint_and_seeded() -> None:
+    train, val = split_episodes(20, 0.1, seed=3)
+    assert len(val) == 2 and not set(train) & set(val) and sorted(train + val) == list(range(20))
+    assert split_episodes(20, 0.1, seed=3) == (train, val)
+    assert split_episodes(2, 0.1, seed=0)[1] and not split_episodes(1, 0.1, seed=0)[1]
+    assert split_episodes(5, 0.0, seed=0) == (list(range(5)), [])
+
+
+def test_it_learns_and_the_checkpoint_acts_as_trained(tmp_path: Path) -> None:
+    data = episodes()
+    config = BCConfig(hidden_dims=(64, 64), steps=600, eval_every=100, batch_size=64)
+    result = train_bc(data, OBS, ACT, config)
+    assert result.history[-1]["train_loss"] < 0.2 * result.history[0]["train_loss"]
+    assert result.best_val_loss is not None and result.best_val_loss < 0.02
+    assert result.val_episodes and not set(result.val_episodes) & set(result.train_episodes)
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    save_bc(folder, result, config, OBS, ACT)
+    policy = load_bc_policy(folder)
+    obs = {"x": np.array([0.3, -0.2], np.float32)}
+    np.testing.assert_allclose(policy(obs), [0.1, 0.5], atol=0.15)
+    again = load_bc_policy(folder)
+    np.testing.assert_array_equal(policy(obs), again(obs))
+
+
+def test_a_chunked_policy_loads_as_a_chunked_base(tmp_path: Path) -> None:
+    config = BCConfig(hidden_dims=(16,), horizon=4, execute=2, steps=50, eval_every=50)
+    result = train_bc(episodes(), OBS, ACT, config)
+    save_bc(tmp_path, result, config, OBS, ACT)
+    base = load_bc_policy(tmp_path)
+    assert isinstance(base, ChunkedBase) and base.execute == 2
+    for _ in range(5):
+        assert base({"x": np.zeros(2, np.float32)}).shape == (2,)
+    assert base.queries == 3
+
+
+def test_a_folder_that_is_not_a_bc_checkpoint_says_what_it_is(tmp_path: Path) -> None:
+    (tmp_path / "state.msgpack").write_bytes(b"")
+    with pytest.raises(ValueError, match="SAC checkpoint"):
+        load_bc_policy(tmp_path)
+    with pytest.raises(ValueError, match="execute"):
+        BCConfig(horizon=2, execute=3)
