@@ -11,7 +11,8 @@ import pytest
 from handrail.app import config as train_config
 from handrail.app.config import TrainConfig, check_task_options, parse_env_kwargs, preset
 from handrail.app.envs import HANDRAIL_TASKS
-from handrail.launch.commands.train import parse_args, resolve_run
+from handrail.app.training import resolve_run
+from handrail.launch.commands.train import parse_args
 from handrail.sim.simulated_human import SimulatedHumanConfig
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from handrail.app import training
 from handrail.app.bases import make_base
 from handrail.app.config import preset
 from handrail.app.envs import make_env
@@ -158,7 +159,7 @@ def test_a_resumed_run_continues_the_progressive_schedule(tmp_path: Path) -> Non
     env = make_env("reach")
     inner = ResidualObservation(env, make_base("expert", "reach", env), enable_steps=1000)
     outer = gym.wrappers.RecordEpisodeStatistics(inner)
-    train_cmd._resume_wrappers(outer, 640)
+    training._resume_wrappers(outer, 640)
     assert inner.steps == 640
     cfg = residual_config(tmp_path / "run", "expert", residual_enable_steps=1000)
     assert train_cmd.train(cfg) == 0

@@ -1,0 +1,306 @@
+"""Training a run: everything ``handrail train`` does once its options are parsed.
+
+:func:`train` makes the env (a handrail task, any ``gymnasium.make`` id, or ``module:EnvId``),
+checks every input (observation keys, demonstrations, the recording store) before it creates
+anything, and trains with handrail's JAX SAC (or SB3's SAC with ``--learner sb3``), writing
+everything into one run folder (see :mod:`handrail.learners.runlog`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from handrail.app.config import TrainConfig, check_task_options, default_run_dir, preset
+from handrail.app.envs import make_env
+from handrail.app.train_demos import load_demos
+
+_RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
+"""Options that may change when a run is resumed (the rest come from its config.json)."""
+
+
+def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
+    """The config and folder of the run: a new one, or the one ``--resume`` continues."""
+    if config.resume is None:
+        return config, Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    run_path = Path(config.resume)
+    saved_path = run_path / "config.json"
+    if not saved_path.is_file():
+        raise ValueError(f"--resume {run_path}: not a run folder (no config.json in it)")
+    saved = TrainConfig.from_json(json.loads(saved_path.read_text()))
+    default = preset(config.task, residual_on=config.residual_on, human=config.human)
+    changed = [f.name for f in dataclasses.fields(config)
+               if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
+               and getattr(config, f.name) != getattr(saved, f.name)]  # fmt: skip
+    if changed:
+        raise ValueError(
+            f"--resume reuses the run's own config.json; only {', '.join(_RESUMABLE[1:])} may "
+            f"change, but {', '.join(changed)} were given"
+        )
+    keep = {name: getattr(config, name) for name in _RESUMABLE}
+    if config.steps == default.steps:
+        keep["steps"] = saved.steps
+    return dataclasses.replace(saved, **keep), run_path
+
+
+def train(config: TrainConfig) -> int:
+    """Train a policy on a task and write a run folder (config, checkpoints, metrics, plot)."""
+    from handrail.learners.runlog import RunDir
+
+    cfg, run_path = resolve_run(config)
+    check_task_options(cfg)
+    env = make_env(cfg.task, **cfg.env)
+    demos = load_demos(cfg, env, *learner_specs(env, cfg))
+    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
+    if cfg.residual_on is not None:  # the base's action joins every observation
+        env, eval_env, demos = with_base(cfg, env, eval_env, demos)
+    specs = learner_specs(env, cfg)
+    recorder = open_recorder(cfg, env)  # checked before the run folder exists
+    if cfg.human != "none":  # after the expert demos: those are the expert's alone
+        from handrail.app.human import with_human
+
+        env = with_human(env, cfg.task, cfg.human, cfg.hil, cfg.success_key)
+    print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
+    try:
+        with RunDir(run_path) as run:
+            run.write_config(cfg.to_json())
+            if cfg.learner in ("sb3", "sbx"):
+                last = _train_sb3(cfg, env, eval_env, run, demos, specs)
+            else:
+                sinks = [] if recorder is None else [recorder]
+                if recorder is not None and cfg.human != "none":
+                    from handrail.app.human import KeepOrDiscard
+
+                    sinks = [KeepOrDiscard(recorder, env)]  # "record again" drops the episode
+                last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
+                if cfg.human != "none":
+                    _print_interventions(run, env)
+    finally:
+        if recorder is not None:
+            recorder.close()
+        env.close()
+        eval_env.close()
+    if last is not None:
+        print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
+
+    print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
+    return 0
+
+
+def with_base(cfg: TrainConfig, env: Any, eval_env: Any, demos: Any) -> tuple[Any, Any, Any]:
+    """The training and evaluation envs with the base's action observed, and the demos
+    relabelled with it (each env gets its own base instance: bases may keep episode state)."""
+    from handrail.app.bases import make_base
+    from handrail.learners.agents.residual import ResidualObservation, relabel
+    from handrail.learners.specs import ActionSpec
+
+    assert cfg.residual_on is not None
+    base = make_base(cfg.residual_on, cfg.task, env)
+    if demos is not None:
+        demos = relabel(demos, base, ActionSpec.from_space(env.action_space))
+    env = ResidualObservation(env, base, enable_steps=cfg.residual_enable_steps, seed=cfg.seed)
+    eval_env = ResidualObservation(eval_env, make_base(cfg.residual_on, cfg.task, eval_env))
+    return env, eval_env, demos
+
+
+def learner_specs(env: Any, cfg: TrainConfig) -> tuple[Any, Any]:
+    """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    try:
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys)
+        return obs_spec, ActionSpec.from_space(env.action_space)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--task {cfg.task!r}: {exc}") from exc
+
+
+def open_recorder(cfg: TrainConfig, env: Any) -> Any:
+    """The ``--record`` sink (a new store, or an existing one with the same fields)."""
+    if cfg.record is None:
+        return None
+    from handrail.demos.format import fields_from_space
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.learners.evaluation import env_fps
+
+    fields = fields_from_space(env.observation_space)
+    if Path(cfg.record).exists():
+        return EpisodeRecorder.append(cfg.record, obs_fields=fields)
+    return EpisodeRecorder.create(
+        cfg.record, obs_fields=fields, action_dim=int(env.action_space.shape[0]),
+        control_dt_s=float(getattr(env.unwrapped, "control_dt_s", 0.0)) or 1.0 / env_fps(env),
+        task=cfg.task, kind="rollout",
+    )  # fmt: skip
+
+
+def _print_interventions(run: Any, env: Any) -> None:
+    """The run's intervention summary (the plot of the run folder shows it over time); a
+    simulated person's takeovers by trigger also go into the run's metrics (``takeovers``)."""
+    from handrail.learners.monitor import intervention_summary
+
+    episodes = run.read_metrics("episode")
+    summary: dict[str, Any] = dict(intervention_summary(episodes))
+    takeovers = getattr(getattr(env, "human", None), "takeovers", None)
+    if takeovers is not None:
+        run.log("takeovers", int(episodes[-1]["env_steps"]) if episodes else 0, takeovers)
+        summary["takeovers"] = takeovers
+    text = {k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()}
+    print(f"handrail train: interventions {json.dumps(text)}", file=sys.stderr)
+
+
+def _short(record: dict[str, Any]) -> dict[str, Any]:
+    keep = ("env_steps", "success_rate", "ci_low", "ci_high", "mean_return", "mean_length")
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in record.items() if k in keep}
+
+
+@contextmanager
+def _graceful_interrupt() -> Iterator[list[bool]]:
+    """First Ctrl-C sets a flag (the loop saves at the next episode end); a second one aborts."""
+    flag = [False]
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag[0]:
+            raise KeyboardInterrupt
+        flag[0] = True
+        print("\nCtrl-C: saving a checkpoint at the end of this episode "
+              "(Ctrl-C again to abort without saving)", file=sys.stderr)  # fmt: skip
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
+               specs: tuple[Any, Any], sinks: list[Any]) -> dict[str, Any] | None:  # fmt: skip
+    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record."""
+    from handrail.learners.agents.sac import SAC
+    from handrail.learners.checkpoint import write_checkpoint_dir
+    from handrail.learners.demo_data import to_rows
+    from handrail.learners.loop import AsyncTrainer, Trainer
+
+    sac = SAC(*specs, cfg.sac)
+    rows = None if demos is None else to_rows(demos, *specs)
+    kind = AsyncTrainer if cfg.loop.mode == "async" else Trainer
+    trainer = kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, sinks=sinks,
+                   success_key=cfg.success_key)  # fmt: skip
+    if cfg.resume is not None:
+        trainer.load(run.latest_dir)
+        run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again
+        _resume_wrappers(env, trainer.env_steps)
+
+    def save_latest() -> None:
+        write_checkpoint_dir(run.latest_dir, trainer.save_into)
+
+    monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest)
+    try:
+        _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none")
+    finally:
+        monitor.close()
+        if isinstance(trainer, AsyncTrainer):
+            trainer.close()
+    return monitor.last_eval
+
+
+def _resume_wrappers(env: Any, env_steps: int) -> None:
+    """Env wrappers that count steps (the residual's progressive enabling) resume the count."""
+    from handrail.learners.agents.residual import ResidualObservation
+
+    while env is not None:
+        if isinstance(env, ResidualObservation):
+            env.steps = env_steps
+        env = getattr(env, "env", None)
+
+
+def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: Any,
+                 save_latest: Callable[[], None]) -> Any:  # fmt: skip
+    """The RunMonitor that evaluates the deterministic policy and saves checkpoints."""
+    from handrail.learners.actor import LearnedPolicy
+    from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
+    from handrail.learners.evaluation import env_fps, evaluate
+    from handrail.learners.monitor import RunMonitor
+
+    make = functools.partial(sac.make_policy, deterministic=True)
+    policy = LearnedPolicy(make, trainer.learner, sac.obs_spec, sac.action_spec, seed=cfg.seed)
+
+    def run_eval(_: int) -> Any:
+        return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + 10_000, video=cfg.video,
+                        success_key=cfg.success_key)  # fmt: skip
+
+    def save_best() -> None:
+        extra = {"env_steps": trainer.env_steps, "task": cfg.task}
+        write_checkpoint_dir(run.best_dir, lambda path: save_checkpoint(
+            path, trainer.state, cfg.sac, sac.obs_spec, sac.action_spec, extra=extra))  # fmt: skip
+
+    return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every, evaluate=run_eval,
+                      save_latest=save_latest, save_best=save_best, start_steps=trainer.env_steps,
+                      progress=cfg.progress, stop_at_success=cfg.stop_at_success,
+                      video_fps=env_fps(eval_env),
+                      status=getattr(trainer.actor.env, "status", None))  # fmt: skip
+
+
+def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None], *,
+              human: bool = False) -> None:  # fmt: skip
+    """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save.
+
+    With a ``human`` in the loop, each episode's record carries the steps the person acted.
+
+    Checkpoints are written only between episodes, so the loop runs on to the end of the
+    episode in which ``steps`` is reached (at most one episode more) or Ctrl-C is pressed:
+    every run ends with a checkpoint, and one that was not stopped with a final evaluation.
+    """
+    with _graceful_interrupt() as interrupted:
+        while trainer.env_steps < steps or not trainer.actor.at_episode_start:
+            finished = trainer.step()
+            episodes = [(e.return_, e.length, e.success, *([e.human_steps] if human else []))
+                        for e in finished]  # fmt: skip
+            stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,
+                                   lambda: trainer.last_metrics)  # fmt: skip
+            if stop or (interrupted[0] and finished):
+                break
+        # Every way out of the loop is at an episode boundary, where saving is allowed.
+        if not interrupted[0] and (
+            monitor.last_eval is None or monitor.last_eval["env_steps"] < trainer.env_steps
+        ):
+            monitor.evaluate_now(trainer.env_steps)
+        else:
+            save_latest()
+
+
+def _train_sb3(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
+               specs: tuple[Any, Any]) -> dict[str, Any] | None:  # fmt: skip
+    """Train SB3's or SBX's SAC (``--learner sb3|sbx``) into ``run``."""
+    from handrail.learners.sb3_backend import PeerRun, peer_differences, train_sb3
+
+    if cfg.resume is not None:
+        raise ValueError(f"--resume is supported with --learner jax only, not {cfg.learner}")
+    differences = peer_differences(cfg.sac, cfg.loop, library=cfg.learner,
+                                   library_defaults=cfg.peer_defaults,
+                                   demos=demos is not None)  # fmt: skip
+    if differences:
+        print(f"handrail train: --learner {cfg.learner} cannot follow every setting; its SAC "
+              f"runs with {'; '.join(differences)}", file=sys.stderr)  # fmt: skip
+    transitions = None
+    if demos is not None:
+        from handrail.learners.demo_data import to_transitions
+
+        transitions = to_transitions(demos, *specs)
+    settings = PeerRun(
+        sac=cfg.sac, steps=cfg.steps, seed=cfg.seed, warmup_steps=cfg.loop.warmup_steps,
+        buffer_capacity=cfg.loop.buffer_capacity, eval_every=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes, library="sbx" if cfg.learner == "sbx" else "sb3",
+        library_defaults=cfg.peer_defaults, success_key=cfg.success_key, video=cfg.video,
+        progress=cfg.progress, stop_at_success=cfg.stop_at_success,
+    )  # fmt: skip
+    return train_sb3(env, eval_env, run, settings, specs[0], transitions)
