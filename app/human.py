@@ -41,8 +41,8 @@ class HumanLoopConfig:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HumanLoopConfig:
         """Inverse of ``dataclasses.asdict`` (lists back to tuples, the path to a Path)."""
-        arbiter = {k: tuple(v) if isinstance(v, list) else v
-                   for k, v in data.get("arbiter", {}).items()}  # fmt: skip
+        arbiter: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                   for k, v in data.get("arbiter", {}).items()}  # fmt: skip
         mapping = data.get("mapping")
         return cls(
             mapping=None if mapping is None else Path(mapping),

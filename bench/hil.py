@@ -21,7 +21,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import tyro
 
@@ -35,7 +35,8 @@ from handrail.bench.learning import (
     summarize_run,
 )
 
-ALONE, HELPED = "handrail", "handrail-hil"
+ALONE: Final = "handrail"
+HELPED: Final = "handrail-hil"
 
 
 @dataclass(frozen=True)

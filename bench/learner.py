@@ -32,12 +32,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handrail.bench.learner_report import (
     print_table,
     replay_bytes_lines,
 )
+
+if TYPE_CHECKING:  # the peers, imported when they run
+    import sbx
+    import stable_baselines3
 
 LEARNERS = ("handrail", "sbx", "sb3")
 """Learners the bench knows."""
@@ -145,18 +149,19 @@ def _update_only_ms(sac: Any, state: Any, calls: int) -> float:
 
 
 def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    peer_sac: type[stable_baselines3.SAC] | type[sbx.SAC]  # one constructor, unrelated classes
     if spec["learner"] == "sb3":
         import torch
-        from stable_baselines3 import SAC as PeerSAC
-        from stable_baselines3.common.callbacks import BaseCallback
+        from stable_baselines3 import SAC as Sb3SAC
 
         torch.set_num_threads(spec["torch_threads"])
-        extra: dict[str, Any] = {"device": spec.get("platform", "cpu")}
+        peer_sac, extra = Sb3SAC, {"device": spec.get("platform", "cpu")}
     else:
-        from sbx import SAC as PeerSAC
-        from stable_baselines3.common.callbacks import BaseCallback
+        from sbx import SAC as SbxSAC
 
-        extra = {}
+        peer_sac, extra = SbxSAC, {}
     first, last = spec["warmup"] + 3, spec["warmup"] + 3 + spec["steps"]
     marks: dict[int, float] = {}
 
@@ -166,7 +171,7 @@ def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
                 marks[self.num_timesteps] = time.perf_counter()
             return self.num_timesteps < last
 
-    model = PeerSAC(
+    model = peer_sac(
         "MlpPolicy",
         _make_env(spec["env"], flatten=True),
         learning_starts=spec["warmup"],

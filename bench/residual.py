@@ -23,7 +23,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import tyro
 
@@ -37,7 +37,9 @@ from handrail.bench.learning import (
     sustained_at,
 )
 
-RESIDUAL, SAC, NO_DEMOS = "residual", "sac", "sac-nodemos"
+RESIDUAL: Final = "residual"
+SAC: Final = "sac"
+NO_DEMOS: Final = "sac-nodemos"
 GOALS = {RESIDUAL: 0.95, SAC: 0.9, NO_DEMOS: 0.9}
 """Sustained success each arm is timed to."""
 # The base is `handrail bc` on the task's preset (app/config.py): its BC settings and

@@ -60,7 +60,7 @@ def _measure(
     config = RosEnvConfig(control_rate_hz=rate_hz, reset_service="", cameras=("front",) if camera else (),
                           image_size=size, max_obs_age_s=1.0)  # fmt: skip
     ros_env = RosArmEnv(_TASK, config, node_name="bench_ros")
-    env = InterventionEnv(ros_env, RosHuman(ros_env.node, ros_env.action_space.shape[0]))
+    env = InterventionEnv(ros_env, RosHuman(ros_env.node, ros_env.mirror.action.dim))
     timings: list[dict[str, float]] = []
     rl = None
     try:
@@ -79,7 +79,7 @@ def _measure(
             timings.append(out[-1]["timing"])
             return out
 
-        env.step = timed_step
+        env.step = timed_step  # type: ignore[method-assign]  # the actor's env, timed in place
         warmup = max(20, steps // 10)
         while len(timings) < steps + warmup:
             if rl is not None:

@@ -48,14 +48,15 @@ class _StepTimer:
         self.real, self.model = real, model
         self.inner_s = 0.0
         self.record: list[tuple[np.ndarray, np.ndarray, int]] | None = None
-        self._sig = getattr(mujoco.mjtState, _STATE)
-        self._size = mujoco.mj_stateSize(model, self._sig)
+        self.state_sig = getattr(mujoco.mjtState, _STATE)
+        """The parts of the MuJoCo state it saves (``mj_getState``'s ``sig``)."""
+        self._size = mujoco.mj_stateSize(model, self.state_sig)
         self._get = mujoco.mj_getState
 
     def __call__(self, m: Any, d: Any, nstep: int = 1) -> None:
         if self.record is not None:
             state = np.empty(self._size)
-            self._get(m, d, state, self._sig)
+            self._get(m, d, state, self.state_sig)
             self.record.append((state, m.wrap_prm.copy(), nstep))
         start = time.perf_counter()
         self.real(m, d, nstep)
@@ -104,7 +105,7 @@ def _bare_physics(timer: _StepTimer, data: Any, per_step: list, repeats: int) ->
     """Per env step, the best time of its mj_step calls alone from the saved states."""
     import mujoco
 
-    model, sig, step = timer.model, timer._sig, timer.real
+    model, sig, step = timer.model, timer.state_sig, timer.real
     bare_s = np.full(len(per_step), np.inf)
     for _ in range(repeats):
         for i, calls in enumerate(per_step):

@@ -72,7 +72,10 @@ def _naive(path: Path, fields: list, steps: list[dict], n: int) -> np.ndarray:
     import zarr
 
     root = zarr.open_group(path, mode="w")
-    rows = {f.name: (f.shape, f.dtype, None) for f in fields}
+    # name -> (shape, dtype, the value of a step that does not carry it)
+    rows: dict[str, tuple[tuple[int, ...], str, float | None]] = {
+        f.name: (f.shape, f.dtype, None) for f in fields
+    }
     rows |= {"action": ((ACTION_DIM,), "float32", None), "reward": ((), "float32", 0.0)}
     rows |= {"terminated": ((), "bool", False), "truncated": ((), "bool", False)}
     arrays = {

@@ -211,18 +211,32 @@ class Actor:
         """No step of the current episode has been taken (a safe point to save or stop)."""
         return self._obs is None or self.tally.length == 0
 
+    def counters(self) -> dict[str, Any]:
+        """JSON-able counters a resume needs: env steps, episodes, the warm-up generator."""
+        return {
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def restore(self, counters: Mapping[str, Any]) -> None:
+        """Adopt saved :meth:`counters`; the current episode, if any, is dropped, so the next
+        step resets the env with the saved run's next episode seed."""
+        self.env_steps, self.episodes = counters["env_steps"], counters["episodes"]
+        self.rng.bit_generator.state = counters["rng"]
+        self._obs = None
+
     def run_episodes(self, count: int, progress: str | None = None) -> list[EpisodeStats]:
         """Run until ``count`` more episodes have ended (``progress``: a progress bar's label)."""
         if progress is not None:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=count, desc=progress, unit="ep")
             out: list[EpisodeStats] = []
-            for _ in range(count):
-                out += self.run_episodes(1)
-                bar.update(1)
-                bar.set_postfix_str(f"success {sum(bool(s.success) for s in out)}/{len(out)}")
-            bar.close()
+            with tqdm(total=count, desc=progress, unit="ep") as bar:  # closed on errors too
+                for _ in range(count):
+                    out += self.run_episodes(1)
+                    bar.update(1)
+                    bar.set_postfix_str(f"success {sum(bool(s.success) for s in out)}/{len(out)}")
             return out
         out = []
         while len(out) < count:

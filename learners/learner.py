@@ -244,32 +244,37 @@ class Learner:
         return Rows(data={"obs": obs, "action": action}, reward=reward, terminated=flags[0],
                     final=flags[1], first=flags[2], actor=actor, valid=flags[3])  # fmt: skip
 
-    def take_staged(self) -> tuple[Rows, Rows | None]:
-        """The staged steps as (online rows, intervention rows or None).
+    def take_online_rows(self) -> Rows:
+        """Take the staged steps: insert their intervention rows, return their online rows.
 
-        Blocks are padded to a power of two (two rows per step for the online segment, more
-        when returns are cut at takeovers), so the jitted insert compiles once per block size
-        whatever the number of steps it gets.
+        For a caller that inserts the online rows itself (the fused trainer does it inside its
+        jitted step); :meth:`flush` inserts them at once. Blocks are padded to a power of two
+        (two rows per step for the online segment, more when returns are cut at takeovers), so
+        the jitted insert compiles once per block size whatever the number of steps it gets.
         """
         steps, self._staged = self._staged, []
         per_segment = self.rows_of(steps)
         rows = per_segment[ONLINE]  # up to 3 per step: a cut where who acts changes, the end
         online = self.pack(rows, max(2 * _pow2(len(steps)), _pow2(len(rows))))
         runs = per_segment[INTERVENTIONS]
-        return online, (self.pack(runs, _pow2(len(runs))) if runs else None)
+        if runs:
+            seg = self.layout.segment(INTERVENTIONS)
+            self.replay = replay.insert(self.layout, self.replay, seg,
+                                        self.pack(runs, _pow2(len(runs))))  # fmt: skip
+        return online
 
     def flush(self) -> None:
         """Insert every staged step into the replay."""
         if not self._staged:
             return
-        online, interventions = self.take_staged()
-        self._insert_interventions(interventions)
-        self.replay = replay.insert(self.layout, self.replay, 0, online)
+        online = self.take_online_rows()
+        self.replay = replay.insert(self.layout, self.replay, self.layout.segment(ONLINE), online)
 
-    def _insert_interventions(self, rows: Rows | None) -> None:
-        if rows is not None:
-            seg = self.layout.segment(INTERVENTIONS)
-            self.replay = replay.insert(self.layout, self.replay, seg, rows)
+    @property
+    def pending_steps(self) -> int:
+        """Steps received but not in the replay yet: staged for the next insert, or held back
+        one step (``takeover_penalty``) to see whether a person takes over next."""
+        return len(self._staged) + len(self._held)
 
     # -- updating -----------------------------------------------------------------------------
     @property

@@ -40,7 +40,7 @@ from handrail.control.step import BOX_KEY, Step, TransitionSink
 from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.agents.sac import SAC, SACState
-from handrail.learners.checkpoint import load_checkpoint, save_checkpoint
+from handrail.learners.checkpoint import load_checkpoint, read_json, save_checkpoint
 from handrail.learners.learner import Learner, LoopConfig, update_block
 from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
 from handrail.learners.specs import ActionSpec
@@ -107,7 +107,8 @@ class Trainer:
         self.sac, self.config, self.seed = sac, config, seed
         self.learner = Learner(sac, config, seed=seed, demos=demos)
         self.policy = make_learned_policy(sac, self.learner, seed)
-        self.actor = Actor(env, self._next_action, seed=seed, sinks=[self.learner, *sinks],
+        self.actor = Actor(env, self._next_action, seed=seed,
+                           sinks=[self._learner_sink(), *sinks],
                            warmup_steps=config.warmup_steps, success_key=success_key)  # fmt: skip
         if sac.residual:  # warm up around the base policy, not uniformly at random
             from handrail.learners.agents.residual import BaseWarmup
@@ -141,6 +142,10 @@ class Trainer:
         """Metrics of the latest update block."""
         return self.learner.last_metrics
 
+    def _learner_sink(self) -> TransitionSink:
+        """Where the actor hands its steps for the learner: the learner itself."""
+        return self.learner
+
     def _next_action(self, obs: Any) -> np.ndarray:
         """The actor's policy: the action the last fused call computed for ``obs``."""
         if self._pending is None:  # no fused call yet (before the learner is ready)
@@ -156,8 +161,7 @@ class Trainer:
             learner.flush()
         else:
             learner.pretrain()
-            online, interventions = learner.take_staged()
-            learner._insert_interventions(interventions)
+            online = learner.take_online_rows()
             obs = self.sac.obs_spec.flatten(self.actor.obs)
             learner.state, learner.replay, action, metrics = _fused_jit(
                 self.sac, learner.layout, learner.mixture, learner.state, learner.replay,
@@ -181,17 +185,13 @@ class Trainer:
         return {
             "seed": self.seed,
             "learner": self.learner.counters(),
-            "actor": {
-                "env_steps": self.actor.env_steps,
-                "episodes": self.actor.episodes,
-                "rng": self.actor.rng.bit_generator.state,
-            },
+            "actor": self.actor.counters(),
             "policy_calls": self.policy.calls,
         }
 
     def save_into(self, path: Path) -> None:
         """Write the checkpoint files into ``path`` (between episodes only)."""
-        if not self.actor.at_episode_start or self.learner._staged or self.learner._held:
+        if not self.actor.at_episode_start or self.learner.pending_steps:
             raise RuntimeError(
                 "Trainer.save: call it between episodes (right after a step that ended one); "
                 "mid-episode state is not saved"
@@ -214,15 +214,14 @@ class Trainer:
         """Restore a saved trainer (same env, config and seed) and continue from it."""
         path = Path(path)
         state, extra = load_checkpoint(path / "learner", self.sac)
-        counters = json.loads((path / TRAINER_FILE).read_text())
+        counters = read_json(path / TRAINER_FILE)
         if counters != extra or counters["seed"] != self.seed:
             raise ValueError(
                 f"{path}: the learner checkpoint and {TRAINER_FILE} disagree (or the seed differs "
                 f"from {self.seed}); they are not from the same save. Resume from an intact "
                 "checkpoint folder"
             )
-        with np.load(path / REPLAY_FILE) as data:
-            arrays = dict(data)
+        arrays = replay_io.load_arrays(path / REPLAY_FILE)
         if int(arrays["steps"]) != counters["learner"]["steps"]:
             raise ValueError(
                 f"{path}: {REPLAY_FILE} holds {int(arrays['steps'])} env steps but the counters "
@@ -230,10 +229,7 @@ class Trainer:
             )
         self.learner.restore(state, replay_io.from_arrays(self.learner.layout, arrays),
                              counters["learner"])  # fmt: skip
-        actor = counters["actor"]
-        self.actor.env_steps, self.actor.episodes = actor["env_steps"], actor["episodes"]
-        self.actor.rng.bit_generator.state = actor["rng"]
-        self.actor._obs = None
+        self.actor.restore(counters["actor"])
         self.policy.calls = counters["policy_calls"]
         pending = arrays["pending_action"]
         self._pending = pending if pending.size else None
@@ -253,9 +249,8 @@ class AsyncTrainer(Trainer):
     """The learner updates in a background thread; the actor never waits (see module doc)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._inbox = _QueueSink()  # before the actor is built: its learner sink
         super().__init__(*args, **kwargs)
-        self._inbox = _QueueSink()
-        self.actor.sinks[0] = self._inbox
         self.actor.policy = self.policy
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -280,6 +275,10 @@ class AsyncTrainer(Trainer):
                     learner.add(inbox.get(timeout=0.05))
         except BaseException as err:  # surfaced in the actor's thread
             self._error = err
+
+    def _learner_sink(self) -> TransitionSink:
+        """The queue the learner thread reads (the actor never waits for the learner)."""
+        return self._inbox
 
     def step(self) -> list[EpisodeStats]:
         """One env step with the newest params; the learner catches up in its thread."""

@@ -11,12 +11,16 @@ Task modules live in ``sim/tasks/``, one file per task; those files are the list
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium
 import numpy as np
 
 from handrail.sim.tasks import task_names
+
+if TYPE_CHECKING:  # the module imports MuJoCo; importing handrail.sim does not
+    from handrail.sim.base import ArmEnv
 
 TASKS: tuple[str, ...] = task_names()
 """Every task: the module files of ``sim/tasks/``, alphabetical (listing them imports no MuJoCo)."""
@@ -30,7 +34,7 @@ class Expert(Protocol):
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode."""
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """float32 action in [-1, 1]."""
 
 
@@ -50,7 +54,7 @@ def available_tasks() -> tuple[str, ...]:
     return tuple(discover())
 
 
-def make(task: str, *, render_mode: str | None = None, **overrides: Any) -> gymnasium.Env:
+def make(task: str, *, render_mode: str | None = None, **overrides: Any) -> ArmEnv:
     """Build a task env; ``overrides`` replace fields of the task's config dataclass.
 
     Raises:
@@ -68,14 +72,20 @@ def make_expert(task: str, env: gymnasium.Env | None = None) -> Expert:
     follows that env's target, so it acts right also when it takes over from a policy (the
     simulated person, an expert residual base). Run it on that env only.
     """
+    from handrail.sim.base import ArmEnv
     from handrail.sim.tasks._tracking import TargetTracker
 
     spec = _spec(task)
-    config = env.unwrapped.config if env is not None else spec.config_cls()
-    expert = spec.expert_cls(config)
+    arm = None if env is None else env.unwrapped
+    if arm is not None and not isinstance(arm, ArmEnv):
+        raise TypeError(
+            f"make_expert({task!r}, env): env must be a handrail.sim env (or wrap one), "
+            f"got {type(arm).__name__}; build it with handrail.sim.make({task!r})"
+        )
+    expert = spec.expert_cls(spec.config_cls() if arm is None else arm.config)
     tracker = getattr(expert, "tracker", None)
-    if env is not None and isinstance(tracker, TargetTracker):
-        tracker.follow(env.unwrapped.target_pose)
+    if arm is not None and isinstance(tracker, TargetTracker):
+        tracker.follow(arm.target_pose)
     return expert
 
 

@@ -55,8 +55,9 @@ import gymnasium
 import mujoco
 import numpy as np
 from gymnasium import spaces
+from numpy.typing import ArrayLike
 
-from handrail.control.safety import SafetyFilter, SafetyLimits, SafetyReport
+from handrail.control.safety import SIM_ARM_LIMITS, SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, EeCommand, encode_action
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.sim import arm
@@ -94,15 +95,9 @@ def offset_dm(target_m: np.ndarray, origin_m: np.ndarray) -> np.ndarray:
 
 
 def default_safety() -> SafetyLimits:
-    """Workspace and step limits of the simulated arm (table top at z = 0)."""
-    return SafetyLimits(
-        workspace_low_m=(0.25, -0.35, 0.015),
-        workspace_high_m=(0.75, 0.35, 0.6),
-        max_step_m=0.05,
-        max_rot_step_rad=0.3,
-        max_tilt_rad=0.6,
-        max_yaw_rad=np.pi,
-    )
+    """Workspace and step limits of the simulated arm (table top at z = 0): the one definition,
+    :data:`handrail.control.safety.SIM_ARM_LIMITS`, shared with the ROS 2 layer."""
+    return SIM_ARM_LIMITS
 
 
 @dataclass(frozen=True)
@@ -174,7 +169,10 @@ class ArmEnv(gymnasium.Env):
         render_mode: None or "rgb_array".
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: dict[str, Any] = {  # noqa: RUF012 (Gymnasium's own type: an instance variable)
+        "render_modes": ["rgb_array"],
+        "render_fps": 10,
+    }
     config_cls: ClassVar[type[SimConfig]] = SimConfig
 
     def __init__(self, config: SimConfig | None = None, render_mode: str | None = None) -> None:
@@ -255,6 +253,11 @@ class ArmEnv(gymnasium.Env):
         return {}
 
     # ----- state helpers ----------------------------------------------------------------------
+    @property
+    def unwrapped(self) -> ArmEnv:
+        """This env (it wraps nothing), typed as an ArmEnv: ``env.unwrapped.model`` type-checks."""
+        return self
+
     @property
     def ee_pos(self) -> np.ndarray:
         """Tool centre point position (m, world = base frame)."""
@@ -393,10 +396,10 @@ class ArmEnv(gymnasium.Env):
         quat = tuple(self._read_ee_quat().tolist())
         (dx, dy, dz), rotvec, gripper = decode_scalar(action, cfg.action, quat)
         tx, ty, tz = self._target_pos.tolist()
-        target_quat = self._target_quat
+        target_quat: np.ndarray | tuple[float, ...] = self._target_quat
         if rotvec is not None:
             target_quat = quat_mul_floats(
-                rotvec_to_quat_floats(*rotvec), tuple(target_quat.tolist())
+                rotvec_to_quat_floats(*rotvec), tuple(self._target_quat.tolist())
             )
         pos = tuple(self._site_pos.tolist())
         target_pos, target_quat, report = self.safety.filter(
@@ -445,8 +448,8 @@ def gripper_opening_m(command: float) -> float:
 def expert_action(
     config: SimConfig,
     ee_quat: np.ndarray,
-    delta_pos_m: np.ndarray,
-    delta_rotvec_rad: np.ndarray | None = None,
+    delta_pos_m: ArrayLike,
+    delta_rotvec_rad: ArrayLike | None = None,
     gripper: float = -1.0,
 ) -> np.ndarray:
     """Encode a base-frame increment as a normalised action of ``config.action``."""

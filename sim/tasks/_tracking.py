@@ -73,7 +73,7 @@ class TargetTracker:
             self._pos, self._quat = ee.copy(), quat.copy()
         rotvec = np.zeros(3)
         if target_yaw_rad is not None:
-            rotvec[2] = wrap_angle(target_yaw_rad - yaw_from_quat(self._quat))
+            rotvec[2] = wrap_angle(target_yaw_rad - float(yaw_from_quat(self._quat)))
         action = expert_action(
             self.config, quat, np.asarray(target_pos_m) - self._pos, rotvec, gripper
         )

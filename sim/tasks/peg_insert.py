@@ -25,6 +25,7 @@ it terminates the episode by default.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import mujoco
@@ -253,7 +254,7 @@ class PegInsertExpert:
         self.planner.reset()
         self.tracker.reset()
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Next action: a target a small step away from the current tool pose."""
         proprio = obs["proprio"].astype(np.float64)
         ee = proprio[PROPRIO_SLICES["ee_pos_m"]]
@@ -264,7 +265,7 @@ class PegInsertExpert:
             delta = self.planner.hover_step(peg[:3], hole[:3])
         else:
             delta = self.planner(peg[:3], hole[:3])
-        target_yaw = yaw_from_quat(ee_quat) + yaw_err
+        target_yaw = float(yaw_from_quat(ee_quat)) + yaw_err
         return self.tracker.action(proprio, ee + delta, target_yaw, gripper=1.0)
 
 

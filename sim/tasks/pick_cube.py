@@ -8,6 +8,7 @@ with the cube's faces.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,13 +137,13 @@ class PickCubeExpert:
         self._phase = "approach"
         self._closing_steps = 0
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Next action of the pick sequence."""
         proprio = obs["proprio"].astype(np.float64)
         ee, quat = proprio[PROPRIO_SLICES["ee_pos_m"]], proprio[PROPRIO_SLICES["ee_quat_wxyz"]]
         cube = obs["object"].astype(np.float64)
         pos, h = cube[:3], self.config.cube_half_size_m
-        dyaw = _wrap_quarter(yaw_from_quat(cube[3:]) - yaw_from_quat(quat))
+        dyaw = _wrap_quarter(float(yaw_from_quat(cube[3:])) - float(yaw_from_quat(quat)))
         err = pos - ee
         gripper = -1.0
         if self._phase == "approach":

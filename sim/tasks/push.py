@@ -13,6 +13,7 @@ table plane; it terminates the episode by default.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,7 +187,7 @@ class PushExpert:
         self.planner.reset()
         self.tracker.reset()
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Next action, with the gripper closed so the fingers form a pusher."""
         proprio = obs["proprio"].astype(np.float64)
         ee = proprio[PROPRIO_SLICES["ee_pos_m"]]

@@ -6,6 +6,7 @@ centre point is within ``success_tolerance_m`` of the goal; it terminates the ep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,7 +96,7 @@ class ReachExpert:
     def reset(self, seed: int | None = None) -> None:
         """Stateless; nothing to reset."""
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Action towards the goal, with the gripper open."""
         proprio = obs["proprio"].astype(np.float64)
         ee, quat = proprio[PROPRIO_SLICES["ee_pos_m"]], proprio[PROPRIO_SLICES["ee_quat_wxyz"]]

@@ -75,7 +75,7 @@ def test_saved_states_replay_the_env_physics_exactly() -> None:
         mujoco.mj_step = timer.real
     assert [nstep for *_, nstep in timer.record] == [env.unwrapped.config.substeps] * 6
     for (state, wrap, nstep), expected in zip(timer.record[::-1], after[::-1], strict=True):
-        mujoco.mj_setState(model, data, state, timer._sig)
+        mujoco.mj_setState(model, data, state, timer.state_sig)
         model.wrap_prm[:] = wrap
         mujoco.mj_step(model, data, nstep)
         np.testing.assert_array_equal(data.qpos, expected)

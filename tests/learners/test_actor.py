@@ -1,9 +1,11 @@
 """The actor: steps to its sinks, one success definition, make_policy gives the actor's action,
-stateful policies are reset with each episode, episodes cut for envs without a time limit."""
+stateful policies are reset with each episode, episodes cut for envs without a time limit, a
+restored actor continues as the uninterrupted one."""
 
 from __future__ import annotations
 
 import functools
+import json
 
 import gymnasium as gym
 import jax
@@ -119,3 +121,27 @@ def test_make_policy_gives_the_action_the_actor_takes() -> None:
     for n, step in enumerate(sink.steps):
         expected = policy(sac.obs_spec.flatten(step.obs), policy_key(learned.base_key, n))
         np.testing.assert_array_equal(step.action, sac.action_spec.to_env(np.asarray(expected)))
+
+
+def test_a_restored_actor_continues_as_the_uninterrupted_one() -> None:
+    """Counters saved between episodes (env steps, episodes, the warm-up generator) give the
+    same episodes and warm-up actions; the episode the restored actor was in is dropped."""
+
+    def actor(sink: Sink) -> Actor:
+        return Actor(LiftThenDrop(), lambda obs: np.full(1, 0.5, np.float32), seed=5,
+                     sinks=[sink], warmup_steps=14)  # fmt: skip
+
+    full_sink, first_sink, resumed_sink = Sink(), Sink(), Sink()
+    actor(full_sink).run_episodes(4)
+    first = actor(first_sink)
+    first.run_episodes(2)
+    counters = json.loads(json.dumps(first.counters()))  # as a checkpoint stores them
+    resumed = actor(resumed_sink)
+    resumed.step()  # mid-episode: restore drops this episode
+    resumed.restore(counters)
+    assert resumed.at_episode_start and (resumed.env_steps, resumed.episodes) == (8, 2)
+    resumed.run_episodes(2)
+    expected = full_sink.steps[8:]
+    assert [s.episode_seed for s in resumed_sink.steps[1:]] == [s.episode_seed for s in expected]
+    np.testing.assert_array_equal([s.action for s in resumed_sink.steps[1:]],
+                                  [s.action for s in expected])  # fmt: skip

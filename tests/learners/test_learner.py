@@ -70,13 +70,16 @@ def test_a_takeover_penalises_the_policy_step_it_follows_and_only_that() -> None
         learner.add(step(*a[t], done=t == len(a) - 1, actor=0))
         if t < len(b):
             learner.add(step(*b[t], done=t == len(b) - 1, actor=1))
-        if t == len(b) - 1:
-            assert [s.actor_id for s in learner._staged].count(1) == 3  # b ended: all staged
+        if t == len(b) - 1:  # b ended: all its steps staged; only a's latest is held back
+            assert learner.pending_steps == 2 * len(b)
+            learner.flush()
+            assert learner.pending_steps == 1
+            assert sorted(stored_rewards(learner, ONLINE)) == [10.0, 10.5, 20.0, 21.0, 22.0]
     learner.flush()
     got = sorted(stored_rewards(learner, ONLINE))
     assert got == [10.0, 10.5, 12.0, 13.0, 13.5, 15.0, 20.0, 21.0, 22.0]
     assert sorted(stored_rewards(learner, INTERVENTIONS)) == [12.0, 13.0, 15.0, 20.0]
-    assert learner.steps == len(a) + len(b) and not learner._held
+    assert learner.steps == len(a) + len(b) and learner.pending_steps == 0
 
 
 @pytest.mark.parametrize("cut", [False, True])
@@ -187,3 +190,23 @@ def test_a_growing_intervention_buffer_never_recompiles_the_update() -> None:
     assert int(learner.replay.size[learner.layout.segment(INTERVENTIONS)]) > 4
     assert learner.version == 11
     assert learner_module._update_jit._cache_size() - compiled <= 1  # one compilation, any size
+
+
+def test_taking_the_online_rows_inserts_the_rest_as_flush_does() -> None:
+    """The fused trainer's seam: take_online_rows inserts the intervention rows and hands back
+    the online rows; inserting those into the online segment is exactly a flush."""
+    who = [ActedBy.POLICY, ActedBy.HUMAN, ActedBy.HUMAN, ActedBy.POLICY, ActedBy.HUMAN]
+    flushed, taken = (Learner(SAC_, LoopConfig(warmup_steps=0, buffer_capacity=32), seed=0)
+                      for _ in range(2))  # fmt: skip
+    for learner in (flushed, taken):
+        for t, w in enumerate(who):
+            learner.add(step(float(t), w, done=t == len(who) - 1))
+    assert taken.pending_steps == len(who)
+    flushed.flush()
+    online = taken.take_online_rows()
+    assert taken.pending_steps == 0 and int(taken.replay.size[taken.layout.segment(ONLINE)]) == 0
+    assert stored(taken, INTERVENTIONS) == stored(flushed, INTERVENTIONS)
+    taken.replay = replay.insert(taken.layout, taken.replay, taken.layout.segment(ONLINE), online)
+    for a, b in zip(jax.tree_util.tree_leaves(flushed.replay),
+                    jax.tree_util.tree_leaves(taken.replay), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

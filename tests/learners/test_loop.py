@@ -185,6 +185,22 @@ def test_async_actor_never_waits_for_a_blocked_learner(sac: SAC) -> None:
         trainer.close()
 
 
+def test_async_steps_reach_the_learner_only_through_its_queue(tmp_path: Path, sac: SAC) -> None:
+    """The actor hands steps to the learner thread's queue (never to the learner itself, which
+    the thread may be updating); other sinks get them directly; a save drains the queue."""
+    sink = Actions()
+    trainer = AsyncTrainer(_pendulum(), sac, LoopConfig(warmup_steps=1000, buffer_capacity=64),
+                           seed=0, sinks=[sink])  # fmt: skip
+    try:
+        assert trainer.learner not in trainer.actor.sinks and sink in trainer.actor.sinks
+        trainer.run(10)
+        write_checkpoint_dir(tmp_path / "latest", trainer.save_into)
+        assert trainer.learner.steps == len(sink.actions) == 10
+        assert trainer.learner.pending_steps == 0
+    finally:
+        trainer.close()
+
+
 def test_nonfinite_updates_stop_the_run() -> None:
     class NanReward(gym.Wrapper):
         def step(self, action):

@@ -65,3 +65,12 @@ def test_target_pose_is_the_commanded_target_and_a_copy() -> None:
     assert moved[0] > pos[0] + 1e-3 and abs(moved[1] - pos[1]) < 1e-9
     moved[:] = 0.0
     assert np.all(base.target_pose()[0] != 0.0)
+
+
+def test_an_expert_for_an_env_that_is_not_a_sim_task_is_a_clear_error() -> None:
+    import gymnasium
+
+    with pytest.raises(TypeError, match=r"env must be a handrail\.sim env .*got PendulumEnv"):
+        sim.make_expert("reach", gymnasium.make("Pendulum-v1"))
+    wrapped = gymnasium.wrappers.TimeLimit(sim.make("reach"), 5)  # a wrapped sim env is fine
+    assert sim.make_expert("reach", wrapped) is not None
