@@ -1,26 +1,32 @@
-"""What a ``handrail train`` run is: :class:`TrainConfig` and the task presets.
+"""What a ``handrail train`` run is: :class:`TrainConfig`, resolved from layers of presets.
 
-A run's defaults are its task's preset (:func:`preset`): ``handrail train --task T`` starts from
-``preset(T)`` and every option given on the command line replaces one field of it, nested
-configs included (``--sac.actor-lr 1e-4``, ``--loop.offline-ratio 0.25``). The resolved config
-is saved as the run's ``config.json`` and read back by ``--resume`` and ``handrail eval``.
+:func:`resolve` stacks the presets of :mod:`handrail.app.presets` (the task's, a named SAC
+preset, a person's, a residual's) under the command line and records which layer set each
+setting: ``handrail train --task T`` starts from them and every option given on the command line
+replaces one field, nested configs included (``--sac.actor-lr 1e-4``, ``--loop.offline-ratio
+0.25``). The resolved config is saved as the run's ``config.json`` and read back by
+``--resume`` and ``handrail eval``; its layers beside it (:mod:`handrail.app.provenance`).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from handrail.app.envs import HANDRAIL_TASKS
+from handrail.app.envs import HANDRAIL_TASKS, parse_env_kwargs
 from handrail.app.human import HumanLoopConfig
+from handrail.app.presets import GENERIC, RESIDUAL_SAC, SAC_PRESETS, TASK_PRESETS, Layer
 from handrail.learners.agents.sac import SACConfig
 from handrail.learners.learner import LoopConfig
-from handrail.sim.simulated_human import SimulatedHumanConfig
+
+__all__ = ["LAYERS", "Settings", "TrainConfig", "bc_preset", "check_task_options",
+           "default_run_dir", "format_env_kwargs", "parse_env_kwargs", "preset", "resolve",
+           "settings_of"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,9 @@ class TrainConfig:
     progress: bool = True
     """Show the progress bar."""
     sac_preset: Literal["task", "cpu", "rlpd", "hil_serl"] = "task"
-    """Where --sac.* starts from: the task's preset, or SACConfig's cpu, rlpd (10 LayerNorm
-    critics, UTD 20, 256x256) or hil_serl (2 critics, gamma 0.97) preset."""
+    """A named SAC preset over the task's --sac.* settings (its sizes and rates; the task's
+    other settings, a person's and a residual's stay): cpu (2 critics, 128x128, UTD 4), rlpd
+    (10 LayerNorm critics, UTD 20, 256x256) or hil_serl (2 critics, gamma 0.97); task: none."""
     sac: SACConfig = field(default_factory=SACConfig.cpu)
     """The learner's algorithm settings."""
     loop: LoopConfig = field(default_factory=LoopConfig)
@@ -109,8 +116,9 @@ class TrainConfig:
 
     @property
     def env(self) -> dict[str, Any]:
-        """The env keyword arguments as a dict (values parsed as Python literals)."""
-        return parse_env_kwargs(self.env_kwargs)
+        """The env keyword arguments as a dict (values parsed by the task config's field types
+        on a handrail task, as Python literals on others)."""
+        return parse_env_kwargs(self.env_kwargs, self.task)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict (nested configs as dicts, paths as strings)."""
@@ -145,167 +153,203 @@ class TrainConfig:
         return cls(**values)
 
 
-def parse_env_kwargs(items: tuple[str, ...]) -> dict[str, Any]:
-    """``("reward=dense", "episode_steps=50")`` -> ``{"reward": "dense", "episode_steps": 50}``.
-
-    Values are read as Python literals (numbers, booleans, tuples...) and otherwise kept as
-    strings.
-    """
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--env-kwargs {item!r}: expected KEY=VALUE, e.g. reward=dense")
-        try:
-            out[key.strip()] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            out[key.strip()] = text
-    return out
-
-
 def format_env_kwargs(kwargs: dict[str, Any]) -> tuple[str, ...]:
     """Inverse of :func:`parse_env_kwargs`."""
     return tuple(f"{k}={v!r}" if not isinstance(v, str) else f"{k}={v}" for k, v in kwargs.items())
 
 
-# The arm tasks: sparse reward (1 on success, the episode ends there), 20 scripted demos sampled
-# 50/50 with online data, n-step returns without the entropy term in the backup, the temperature
-# tuned on the policy's own (online) states. Measured by `handrail bench learning` (README).
-# A person's corrections (--human) are also imitated: `handrail bench hil` (README).
-# pick_cube steps its actor after every critic step (actor_utd 0, as SB3/SBX do), not once
-# per block as RLPD: 90% sustained from 7.0k/5.0k/5.0k env steps instead of 10.0k/8.0k/8.0k
-# (3 seeds). peg_insert does too since its late entropy target: 6.0k/6.0k/6.0k instead of
-# 8.0k/9.0k/7.0k (bench learning; 4 actor steps per block: 8.0k/6.0k/9.0k); before it, on every
-# key, it did not help (seed 0: 34k vs 28k). reach and push keep RLPD's rule.
-# pick_cube's learner does not see the cube's absolute pose (cube_from_tcp_dm says where it is
-# from the gripper): steadier and faster. With 20 demos 90% sustained from 2.5k env steps on
-# the mean of 5 seeds instead of 3.6k, final success 100% on every seed (bench hil's no-person
-# arm; with the person 1.37k either way, so its speed-up fell from 2.59x to 1.84x); with 10
-# demos from 3.0k/2.5k/4.0k instead of 4.5k/3.5k/6.5k (bench residual's SAC arm). A 10-demo BC
-# base reads 85% on these keys, 64% on every key.
-# pick_cube starts updating after 250 env steps, not 500 (bench hil, evaluations every 250,
-# 5 seeds): with the person 90% sustained from 1.07k on the mean instead of 1.37k, as
-# its corrections are learned from sooner; alone 2.4k instead of 2.5k. Its residual runs keep
-# 500: with 250 the critics had seen fewer of the base's returns when the actor started, and the
-# 85% base read 24-48% at the next evaluation (3 of 3 seeds; 76% with 500).
-# reach's learner sees only the goal from the gripper (goal_from_tcp_dm), not the arm's state
-# or the goal's absolute position: `handrail bc` on 20 demos reads 100% (50 episodes, --seed 0-2,
-# two demo sets) instead of 24-28%; SAC is unchanged, 100% from 2k env steps on seeds 0-2 either
-# way (every key: 88%, 100%, 0% at 1k; these keys: 100%, 6%, 0%).
-# peg_insert's learner sees only where to go next (the tip-to-entry offset and the yaw turn to
-# the hole), not the absolute poses: 90% sustained from 6.5-10k env steps instead of 11-18k
-# (bench residual's SAC arm, 10 demos, and bench hil's no-person arm, 20 demos; 3 seeds each).
-# With a person, peg_insert imitates the corrections 4x harder and penalises the policy step a
-# takeover follows, and its simulated person is a patient one (stall clock from the first gain of
-# progress, direction judged below 75% progress: the default, eager one took over mid-insertion):
-# that person then sped it up 1.9x on the mean of 3 seeds, where with pick_cube's settings it
-# never held 90% in 10k (bench hil, README). All three only act on runs with a person.
-# peg_insert's temperature targets an entropy of -8 instead of -2 after 1,500 update blocks
-# (about 2k env steps), with or without a person: it explores as before while it learns, then
-# settles to a less random policy. With the person 90% sustained from 3.5k env steps on the mean
-# of 5 seeds instead of 4.1k, alone 6.9k instead of 7.3k: 2.41x/2.10x on seeds 0-2 (mean of
-# ratios / mean steps) instead of 1.89x/1.50x (bench hil). A less random policy from the start
-# held what it learned but lost the speed-up (docs/hil_peg_insert.md).
-# peg_insert's runs with a person keep one actor step per block (with_person): stepping it after
-# every critic step made the policy alone faster (6.9k to 5.7k env steps on the mean of 5 seeds,
-# bench hil) but the person slower (3.5k to 4.5k; seeds 0-2: 3.2k to 4.7k).
-_SPARSE_SAC = {
-    "hidden_dims": (128, 128),
-    "utd": 8,
-    "gamma": 0.95,
-    "init_temperature": 0.05,
-    "n_step": 3,
-    "backup_entropy": False,
-    "entropy_rows": "online",
-    "intervention_bc_weight": 2.0,
-}
-# A task's residual-RL settings (--residual-on), on top of RESIDUAL_SAC below; measured by
-# `handrail bench residual` on a 10-demo BC base (README). pick_cube: that base departs from the
-# expert by 0.4-0.8 per action dimension on its own states, more than the 0.1 default can
-# correct, so the correction may reach 0.5 and also imitates the demos. peg_insert: a bias of
-# 0.01 (0.3 mm per step) on the base's x action takes it from 65% to 5%, so the correction stays
-# small (0.1), is penalised towards zero and moves slowly (actor learning rate 1e-5).
-_PICK_CUBE_RESIDUAL = {"residual_scale": 0.5, "bc_weight": 1.0}
-_PEG_INSERT_RESIDUAL = {"bc_weight": 1.0, "residual_penalty": 10.0, "actor_lr": 1e-5}
-# A task's `handrail bc` settings (BCConfig fields, on the task's observation keys), measured on
-# 10 scripted demos (README). pick_cube: 8-action chunks, temporally ensembled, on every episode
-# (one held out is a tenth of 10): 85% over 100 episodes, against 10% with BCConfig's defaults.
-# peg_insert: BCConfig's defaults (one action per step) read 72-100% on its keys, chunks 22-44%.
-_PICK_CUBE_BC = {"horizon": 8, "temporal_ensemble": True, "val_fraction": 0.0, "steps": 2000}
-_PRESETS: dict[str, dict[str, Any]] = {
-    "reach": {"steps": 15_000, "env": {"reward": "dense"},
-              "sac": {**_SPARSE_SAC, "n_step": 1, "backup_entropy": True},
-              "loop": {"warmup_steps": 500}, "ignore_obs_keys": ("proprio", "goal")},
-    "pick_cube": {"steps": 20_000, "expert_demos": 20, "sac": {**_SPARSE_SAC, "actor_utd": 0},
-                  "loop": {"warmup_steps": 250}, "env": {"episode_steps": 50},
-                  "residual": {"sac": _PICK_CUBE_RESIDUAL, "loop": {"warmup_steps": 500}},
-                  "ignore_obs_keys": ("object",),
-                  "bc": _PICK_CUBE_BC},
-    "peg_insert": {"steps": 20_000, "expert_demos": 20,
-                   "sac": {**_SPARSE_SAC, "actor_utd": 0, "intervention_bc_weight": 8.0,
-                           "late_target_entropy": -8.0, "late_entropy_blocks": 1500},
-                   "loop": {"warmup_steps": 500, "takeover_penalty": 1.0},
-                   "person": {"stall_from": "first-gain", "judge_direction_below": 0.75},
-                   "with_person": {"sac": {"actor_utd": 1}},
-                   "residual": {"sac": _PEG_INSERT_RESIDUAL},
-                   "ignore_obs_keys": ("proprio", "peg", "hole")},
-    "push": {"steps": 50_000, "expert_demos": 20, "eval_every": 2_500, "sac": _SPARSE_SAC,
-             "loop": {"warmup_steps": 500}},
-}  # fmt: skip
-# Any other Gymnasium id: SAC with LayerNorm critics at UTD 1, sized to learn as well as
-# Stable-Baselines3's defaults (256x256) at a fraction of the compute (batch 128).
-_GENERIC: dict[str, Any] = {"steps": 50_000, "eval_every": 5_000, "eval_episodes": 10,
-                            "sac": {"hidden_dims": (256, 256), "utd": 1}}  # fmt: skip
+@dataclass(frozen=True)
+class Settings:
+    """A resolved TrainConfig and, for each of its settings, the layer that set it."""
+
+    config: TrainConfig
+    """The resolved config."""
+    values: dict[str, Any]
+    """Every setting by dotted path (``steps``, ``sac.utd``, ``env.episode_steps``,
+    ``hil.simulated.stall_from``...), in the config's field order."""
+    layers: dict[str, str]
+    """The layer that set each setting of ``values`` (see :data:`LAYERS`)."""
+    applied: tuple[str, ...]
+    """The layers that set anything, lowest first."""
+
+    @property
+    def preset(self) -> str:
+        """The preset in words: ``task pick_cube``, or ``generic (no preset for <task>)``, then
+        the layers above it that apply (``+ with_person``, ``+ residual``...)."""
+        task = self.config.task
+        words = f"task {task}" if task in TASK_PRESETS else f"generic (no preset for {task})"
+        above = [name for name in self.applied if name.startswith("sac-preset:")
+                 or name in ("with_person", "residual", "task residual")]  # fmt: skip
+        return " + ".join([words, *above])
 
 
-# Residual RL (--residual-on): a correction of at most 0.1 (normalised) on the base action, the
-# actor learning slowly and only after the critics have seen the base's returns (ResFiT), with
-# n-step returns. TD3 rather than SAC: a bounded correction changes Q by little, and SAC's
-# entropy bonus outweighed it (on pick_cube the residual stayed near uniform noise, 3.3 nats,
-# while TD3 learned). Measured by `handrail bench residual` (README).
-# One actor step per update block (RLPD's rule) whatever the task's preset says: with
-# pick_cube's actor_utd 0 the actor's first block took 8 Adam steps, each moving every weight
-# by the full learning rate in its gradient's direction, and an 85% base read 6-10% at the
-# next evaluation (3 of 3 seeds); with 1 step per block it read 74% (3 of 3), 64% at the worst.
-RESIDUAL_SAC: dict[str, Any] = {"algorithm": "td3", "residual_scale": 0.1, "actor_lr": 1e-4,
-                                "n_step": 3, "actor_delay_blocks": 500, "actor_utd": 1}  # fmt: skip
+LAYERS: tuple[str, ...] = ("default", "cpu", "task:<name> | generic", "sac-preset:<name>",
+                           "with_person", "residual", "task residual", "command line")  # fmt: skip
+"""The layers a setting can come from, lowest first (each one over those before it)."""
+
+
+def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
+            sac_preset: str = "task", overrides: Mapping[str, Any] | None = None) -> Settings:  # fmt: skip
+    """The TrainConfig of a task, and the layer that set each of its settings.
+
+    Layers, lowest first: ``default`` (the config dataclasses' own), ``cpu`` (SACConfig.cpu,
+    the learner a run starts from), the task's preset (``task:<name>``, ``generic`` for a task
+    without one), the named SAC preset ``sac-preset:<name>`` (unless ``sac_preset`` is "task"),
+    the task's ``with_person`` settings (``human`` other than "none"), ``residual``
+    (:data:`~handrail.app.presets.RESIDUAL_SAC`) and the task's own ``task residual`` settings
+    (both with ``residual_on``), then ``command line``: ``overrides``, and ``task``,
+    ``residual_on``, ``human`` and ``sac_preset`` where they are not TrainConfig's defaults.
+
+    Args:
+        overrides: settings by dotted path (``"sac.utd": 3``) or TrainConfig field: ``sac``,
+            ``loop`` and ``hil`` may be dicts of their fields (merged into the preset's) or
+            configs; ``env_kwargs`` KEY=VALUE items add to the preset's, parsed by the task
+            config's field types. A recorded store (``demos``) replaces the preset's
+            ``expert_demos`` unless those are given too.
+
+    Raises:
+        ValueError: An unknown ``sac_preset`` or setting, or a bad ``env_kwargs`` item.
+    """
+    if sac_preset not in ("task", *SAC_PRESETS):
+        raise ValueError(f"--sac-preset {sac_preset!r}: choose task, {', '.join(SAC_PRESETS)}")
+    default = _flatten(TrainConfig(sac=SACConfig()), task)
+    mine = _flat_overrides(overrides or {}, task, default)
+    spec = TASK_PRESETS.get(task)
+    own = _preset_layer(spec or GENERIC)
+    if mine.get("demos") is not None and "expert_demos" not in mine:
+        own.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
+    spec = spec or {}
+    selected = {"task": task, "residual_on": residual_on, "human": human, "sac_preset": sac_preset}
+    stack: list[tuple[str, dict[str, Any]]] = [
+        ("default", default),
+        ("cpu", _sac_layer("cpu")),
+        (f"task:{task}" if spec else "generic", own),
+        (f"sac-preset:{sac_preset}", {} if sac_preset == "task" else _sac_layer(sac_preset)),
+        ("with_person", _preset_layer(spec.get("with_person", {})) if human != "none" else {}),
+        ("residual", {f"sac.{k}": v for k, v in RESIDUAL_SAC.items()} if residual_on else {}),
+        ("task residual", _preset_layer(spec.get("residual", {})) if residual_on else {}),
+        ("command line", {**{k: v for k, v in selected.items() if v != default[k]}, **mine}),
+    ]
+    values: dict[str, Any] = {}
+    layers: dict[str, str] = {}
+    for name, layer in stack:
+        values.update(layer)
+        layers.update(dict.fromkeys(layer, name))
+    config = _build(TrainConfig(sac=SACConfig()), values)
+    env = {k.removeprefix("env."): v for k, v in values.items() if k.startswith("env.")}
+    ordered = _flatten(config, task, env=env)
+    return Settings(config, ordered, {path: layers[path] for path in ordered},
+                    tuple(name for name, layer in stack if layer))  # fmt: skip
+
+
+def settings_of(config: TrainConfig) -> Settings:
+    """The layers of a config made without :func:`resolve`'s record (``preset(...)`` in a
+    bench or a test): those of its presets where it holds their values, ``command line``
+    where it does not."""
+    base = resolve(config.task, residual_on=config.residual_on, human=config.human,
+                   sac_preset=config.sac_preset)  # fmt: skip
+    values = _flatten(config, config.task)
+    layers = {path: base.layers[path] if base.values.get(path, _MISSING) == value
+              else "command line" for path, value in values.items()}  # fmt: skip
+    mine = ("command line",) if "command line" in layers.values() else ()
+    applied = tuple(name for name in base.applied if name != "command line") + mine
+    return Settings(config, values, layers, applied)
 
 
 def preset(task: str, residual_on: str | None = None, **overrides: Any) -> TrainConfig:
-    """The defaults of a task (the generic preset for a task without one), then ``overrides``.
+    """The config of a task: :func:`resolve`'s, with ``overrides`` as its command line.
 
-    ``residual_on``: a base policy (see ``--residual-on``): the residual-RL defaults
-    (``RESIDUAL_SAC``, then the task's own ``residual`` settings) on top of its preset. With a
-    ``human`` override other than "none", the task's ``with_person`` settings go over its own
-    (and under the residual's and ``overrides``).
-    ``overrides`` are TrainConfig fields; ``sac`` and ``loop`` may be dicts of their fields,
-    merged into the preset's.
+    ``residual_on``: a base policy (see ``--residual-on``). ``overrides`` are TrainConfig
+    fields; ``sac``, ``loop`` and ``hil`` may be dicts of their fields, merged into the
+    preset's; a ``human`` other than "none" applies the task's ``with_person`` settings and a
+    ``sac_preset`` its named SAC preset.
     """
-    spec = _PRESETS.get(task, _GENERIC)
-    residual = spec.get("residual", {}) if residual_on is not None else {}
-    person = spec.get("with_person", {}) if overrides.get("human", "none") != "none" else {}
-    sac = {**spec.get("sac", {}), **person.get("sac", {}),
-           **(RESIDUAL_SAC if residual_on is not None else {}), **residual.get("sac", {}),
-           **overrides.pop("sac", {})}  # fmt: skip
-    loop = {**spec.get("loop", {}), **residual.get("loop", {}), **overrides.pop("loop", {})}
-    env = {**spec.get("env", {}), **parse_env_kwargs(tuple(overrides.pop("env_kwargs", ())))}
-    nested = ("sac", "loop", "env", "person", "with_person", "residual", "bc")
-    plain = {k: v for k, v in spec.items() if k not in nested}
-    if "person" in spec and "hil" not in overrides:
-        plain["hil"] = HumanLoopConfig(simulated=SimulatedHumanConfig(**spec["person"]))
-    if overrides.get("demos") is not None and "expert_demos" not in overrides:
-        plain.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
-    return TrainConfig(
-        task=task, sac=SACConfig.cpu(**sac), loop=LoopConfig(**loop), residual_on=residual_on,
-        env_kwargs=format_env_kwargs(env), **{**plain, **overrides},
-    )  # fmt: skip
+    return resolve(task, residual_on=residual_on, human=overrides.get("human", "none"),
+                   sac_preset=overrides.get("sac_preset", "task"), overrides=overrides).config  # fmt: skip
 
 
 def bc_preset(task: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The defaults of ``handrail bc`` on a task: BCConfig fields (none for a task without its
     own) and the observation keys to leave out, the same as ``handrail train``'s (so a base
     clones from what a residual on it, and SAC, see)."""
-    return dict(_PRESETS.get(task, _GENERIC).get("bc", {})), preset(task).ignore_obs_keys
+    return dict(TASK_PRESETS.get(task, GENERIC).get("bc", {})), preset(task).ignore_obs_keys
+
+
+_MISSING = object()
+_SECTIONS = {"sac": "sac.", "loop": "loop.", "env": "env.", "person": "hil.simulated."}
+"""Where a preset's nested dicts go (``person``: the simulated person's settings)."""
+
+
+def _preset_layer(spec: Layer) -> dict[str, Any]:
+    """A preset's settings by dotted path (its ``with_person``, ``residual`` and ``bc`` left
+    out: those are layers of their own, or ``handrail bc``'s)."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in _SECTIONS:
+            out.update({_SECTIONS[key] + name: item for name, item in value.items()})
+        elif key not in ("with_person", "residual", "bc"):
+            out[key] = value
+    return out
+
+
+def _sac_layer(name: str) -> dict[str, Any]:
+    """A named SAC preset as a layer: the fields where ``SACConfig.<name>()`` differs from
+    SACConfig's defaults or from ``SACConfig.cpu()`` (so ``rlpd`` restores RLPD's sizes)."""
+    named, plain, cpu = getattr(SACConfig, name)(), SACConfig(), SACConfig.cpu()
+    return {f"sac.{f.name}": value for f in dataclasses.fields(SACConfig)
+            for value in [getattr(named, f.name)]
+            if value != getattr(plain, f.name) or value != getattr(cpu, f.name)}  # fmt: skip
+
+
+def _flatten(config: Any, task: str, prefix: str = "", env: dict[str, Any] | None = None
+             ) -> dict[str, Any]:  # fmt: skip
+    """Every setting of a config by dotted path; its env_kwargs as ``env.<key>`` (``env``:
+    their values, already parsed, by key)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(_flatten(value, task, f"{prefix}{f.name}."))
+        elif f"{prefix}{f.name}" == "env_kwargs":
+            parsed = parse_env_kwargs(value, task) if env is None else env
+            out.update({f"env.{key}": item for key, item in parsed.items()})
+        else:
+            out[prefix + f.name] = value
+    return out
+
+
+def _flat_overrides(overrides: Mapping[str, Any], task: str, known: dict[str, Any]
+                    ) -> dict[str, Any]:  # fmt: skip
+    """Overrides by dotted path (dicts and configs of nested fields taken apart)."""
+    out: dict[str, Any] = {}
+    for name, value in overrides.items():
+        if name == "env_kwargs":
+            parsed = parse_env_kwargs(tuple(value), task)
+            out.update({f"env.{key}": item for key, item in parsed.items()})
+        elif isinstance(value, Mapping):
+            out.update(_flat_overrides({f"{name}.{k}": v for k, v in value.items()}, task, known))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(_flatten(value, task, f"{name}."))
+        elif name in known or name.startswith("env."):
+            out[name] = value
+        else:
+            raise ValueError(f"no setting {name!r} in TrainConfig (see handrail train --help)")
+    return out
+
+
+def _build(template: Any, values: dict[str, Any], prefix: str = "") -> Any:
+    """The config of type ``template``'s with every setting from ``values`` (by dotted path)."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(template):
+        path, current = f"{prefix}{f.name}", getattr(template, f.name)
+        if dataclasses.is_dataclass(current):
+            kwargs[f.name] = _build(current, values, f"{path}.")
+        elif path == "env_kwargs":
+            env = {k.removeprefix("env."): v for k, v in values.items() if k.startswith("env.")}
+            kwargs[f.name] = format_env_kwargs(env)
+        else:
+            kwargs[f.name] = values[path]
+    return type(template)(**kwargs)
 
 
 def check_task_options(config: TrainConfig) -> None:

@@ -1,16 +1,25 @@
 """The environments ``handrail train`` and ``handrail eval`` run on.
 
 A task is a handrail task (``reach``, ``pick_cube``, ...), any ``gymnasium.make`` id, or
-``module:EnvId`` (the module is imported first so that it can register ``EnvId``).
+``module:EnvId`` (the module is imported first so that it can register ``EnvId``). Its env
+settings (``--env-kwargs KEY=VALUE ...``) are a handrail task's config fields, each value parsed
+by its field's type, or ``gymnasium.make``'s keyword arguments, each value a Python literal.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import difflib
+import functools
 import importlib
+import inspect
 import os
-from collections.abc import Sequence
-from typing import Any
+import re
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import gymnasium as gym
 
@@ -35,13 +44,150 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         import handrail.sim
 
         return handrail.sim.make(task, render_mode=render_mode, **overrides)
-    if overrides:
-        raise ValueError(f"env overrides {sorted(overrides)} only apply to handrail tasks")
     env_id = _gym_id(task, "--task")
     try:
-        return gym.make(env_id, render_mode=render_mode)
+        return gym.make(env_id, render_mode=render_mode, **overrides)
     except gym.error.Error as exc:
         raise _unknown_task(task, "--task", f"gymnasium.make failed: {exc}") from exc
+    except TypeError as exc:  # the env's constructor refused a keyword argument
+        found = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+        if found is None:
+            raise
+        key = found.group(1)
+        raise ValueError(
+            f"--env-kwargs {key}={overrides.get(key)!r}: {task} takes no keyword argument "
+            f"{key!r}; it takes {_gym_keywords(env_id)}"
+        ) from exc
+
+
+def parse_env_kwargs(items: Iterable[str], task: str | None = None) -> dict[str, Any]:
+    """``("reward=dense", "episode_steps=50")`` -> ``{"reward": "dense", "episode_steps": 50}``.
+
+    On a handrail ``task`` each value is parsed by the type of the task config's field of that
+    name: bool (true/false, 1/0, yes/no, any case), int (integers only), float, one of a
+    Literal's values, tuples (``(0.1, 0.2)`` or ``0.1,0.2``). Otherwise (a gymnasium id, or no
+    task) each value is read as a Python literal, else kept as a string.
+
+    Raises:
+        ValueError: An item is not KEY=VALUE; a key is not one of the task's settings (the
+            message lists them); a value is not of its field's type (key, type and value named).
+    """
+    fields = _task_fields(task) if task in HANDRAIL_TASKS else None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--env-kwargs {item!r}: expected KEY=VALUE, e.g. reward=dense")
+        if fields is None:
+            out[key] = _literal(text)
+            continue
+        if key not in fields or dataclasses.is_dataclass(fields[key]):
+            plain = [name for name, kind in fields.items() if not dataclasses.is_dataclass(kind)]
+            close = difflib.get_close_matches(key, plain, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            what = (
+                f"{task} has no setting {key!r}"
+                if key not in fields
+                else f"{key!r} is {task}'s nested {fields[key].__name__}, not a plain setting"
+            )
+            raise ValueError(f"--env-kwargs {item}: {what}; {hint}{task}'s settings are "
+                             f"{', '.join(plain)}")  # fmt: skip
+        try:
+            out[key] = _parse_as(fields[key], text.strip())
+        except ValueError:
+            raise ValueError(
+                f"--env-kwargs {item}: {key} takes {_describe(fields[key])}, got {text!r}"
+            ) from None
+    return out
+
+
+@functools.cache
+def _task_fields(task: str) -> dict[str, Any]:
+    """The types of a handrail task's config fields, by name."""
+    from handrail.sim.tasks import discover
+
+    return typing.get_type_hints(discover()[task].config_cls)
+
+
+def _literal(text: str) -> Any:
+    """A Python literal (numbers, booleans, tuples...), else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _parse_as(kind: Any, text: str) -> Any:
+    """``text`` as a value of type ``kind``; ValueError if it is not one."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Literal:
+        for choice in args:
+            if str(choice) == text or str(choice).lower() == text.lower():
+                return choice
+        raise ValueError(text)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        if text.lower() == "none":
+            return None
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return _parse_as(inner, text)
+    if kind is bool:
+        if text.lower() not in _BOOLS:
+            raise ValueError(text)
+        return _BOOLS[text.lower()]
+    if kind in (int, float, str):
+        return kind(text)
+    if origin is tuple:
+        parts = _elements(text)
+        kinds = [args[0]] * len(parts) if args[-1] is Ellipsis else list(args)
+        if len(kinds) != len(parts):
+            raise ValueError(text)
+        return tuple(_parse_as(k, part) for k, part in zip(kinds, parts, strict=True))
+    return _literal(text)
+
+
+def _elements(text: str) -> list[str]:
+    """The items of a tuple given as ``(a, b)``, ``[a, b]`` or ``a,b``, each as text."""
+    value = _literal(text)
+    if isinstance(value, tuple | list):
+        return [item if isinstance(item, str) else repr(item) for item in value]
+    inner = text[1:-1] if text[:1] in "([" and text[-1:] in ")]" else text
+    return [part.strip() for part in inner.split(",") if part.strip()]
+
+
+def _describe(kind: Any) -> str:
+    """What a value of type ``kind`` looks like, for an error message."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Literal:
+        return "one of " + ", ".join(str(choice) for choice in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("none" if a is type(None) else _describe(a) for a in args)
+    if origin is tuple:
+        if args[-1] is Ellipsis:
+            return f"a tuple of {_describe(args[0])} items, e.g. (a, b) or a,b"
+        return f"a tuple of {len(args)} items, each {_describe(args[0])}, e.g. (a, b) or a,b"
+    names = {bool: "a bool (true/false, 1/0, yes/no)", int: "an integer (int)",
+             float: "a number (float)", str: "text (str)"}  # fmt: skip
+    return names.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def _gym_keywords(env_id: str) -> str:
+    """The keyword arguments a gymnasium id's env and ``gymnasium.make`` take, for a message."""
+    own: list[str] = []
+    try:
+        entry = gym.spec(env_id).entry_point
+        creator = entry if callable(entry) else gym.envs.registration.load_env_creator(str(entry))
+        own = [name for name, p in inspect.signature(creator).parameters.items()
+               if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "render_mode"]  # fmt: skip
+    except (gym.error.Error, TypeError, ValueError, ImportError, AttributeError):
+        pass
+    make = [name for name, p in inspect.signature(gym.make).parameters.items()
+            if p.kind == p.KEYWORD_ONLY or (p.default is not p.empty and name != "render_mode")]  # fmt: skip
+    listed = f"{', '.join(own)} (its own) and " if own else ""
+    return f"{listed}{', '.join(make)} (gymnasium.make's)"
 
 
 def check_tasks(tasks: Sequence[str], *, handrail_only: str = "") -> None:

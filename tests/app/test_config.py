@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from handrail.app import config as train_config
 from handrail.app.config import TrainConfig, check_task_options, parse_env_kwargs, preset
 from handrail.app.envs import HANDRAIL_TASKS
+from handrail.app.presets import TASK_PRESETS
 from handrail.app.training import resolve_run
 from handrail.launch.commands.train import parse_args
+from handrail.learners.agents.sac import SACConfig
 from handrail.sim.simulated_human import SimulatedHumanConfig
 
 
@@ -124,7 +125,7 @@ def test_expert_demos_need_a_handrail_task() -> None:
         check_task_options(preset("Pendulum-v1", expert_demos=3))
 
 
-@pytest.mark.parametrize("task", sorted(train_config._PRESETS))
+@pytest.mark.parametrize("task", sorted(TASK_PRESETS))
 def test_every_preset_is_a_task_whose_config_takes_its_env_kwargs(task: str) -> None:
     """A misspelt preset name would silently train with the generic preset; a bad field would
     fail only once the env is built at the start of a run."""
@@ -154,7 +155,7 @@ def test_a_demo_store_replaces_the_presets_expert_demos() -> None:
     assert preset("pick_cube").expert_demos == 20
     assert parse_args(["--demos", "store.zarr"]).expert_demos == 0
     assert preset("pick_cube", demos=Path("store.zarr")).expert_demos == 0
-    with pytest.raises(SystemExit):  # both at once: tyro reports the config's error
+    with pytest.raises(ValueError, match="exclude each other"):  # both at once: one line
         parse_args(["--demos", "store.zarr", "--expert-demos", "3"])
 
 
@@ -163,3 +164,32 @@ def test_sac_preset_starts_the_learner_from_a_named_preset() -> None:
     assert (rlpd.sac.num_critics, rlpd.sac.hidden_dims, rlpd.sac.utd) == (10, (256, 256), 10)
     assert rlpd.sac_preset == "rlpd" and rlpd.expert_demos == 20  # the rest is the task's
     assert parse_args(["--sac-preset=hil_serl"]).sac.gamma == 0.97
+
+
+def test_sac_preset_no_longer_drops_the_task_person_and_residual_settings() -> None:
+    """--sac-preset used to replace the whole SACConfig: pick_cube's gamma 0.95 and n-step 3,
+    a person's and a residual's settings were dropped without a word. docs/presets.md's recipe
+    for the old config gives it back."""
+    rlpd = parse_args(["--task", "pick_cube", "--sac-preset", "rlpd"]).sac
+    assert (rlpd.gamma, rlpd.n_step, rlpd.actor_utd) == (0.95, 3, 0)  # the task's, kept
+    assert (rlpd.utd, rlpd.num_critics, rlpd.batch_size) == (20, 10, 256)  # RLPD's sizes
+    peg = parse_args(["--task", "peg_insert", "--human", "simulated", "--sac-preset", "cpu"]).sac
+    assert (peg.actor_utd, peg.utd, peg.late_target_entropy) == (1, 4, -8.0)
+    residual = parse_args(["--task", "reach", "--residual-on", "expert", "--sac-preset", "rlpd"])
+    check_task_options(residual)  # was refused: the reset dropped the residual scale
+    assert (residual.sac.algorithm, residual.sac.residual_scale) == ("td3", 0.1)
+    old = parse_args(["--task", "pick_cube", "--sac-preset", "rlpd", "--sac.gamma", "0.99",
+                      "--sac.n-step", "1", "--sac.backup-entropy", "--sac.init-temperature",
+                      "1.0", "--sac.actor-utd", "1", "--sac.intervention-bc-weight", "0",
+                      "--sac.entropy-rows", "all"])  # fmt: skip
+    assert old.sac == SACConfig.rlpd()
+
+
+def test_env_kwargs_from_the_command_line_are_parsed_by_the_tasks_field_types() -> None:
+    cfg = parse_args(["--task", "reach", "--env-kwargs", "terminate_on_success=false",
+                      "episode_steps=80"])  # fmt: skip
+    assert cfg.env == {"reward": "dense", "terminate_on_success": False, "episode_steps": 80}
+    assert TrainConfig.from_json(json.loads(json.dumps(cfg.to_json()))).env == cfg.env
+    with pytest.raises(ValueError, match=r"^--env-kwargs terminate_on_success=maybe: "
+                                         r"terminate_on_success takes a bool"):  # fmt: skip
+        parse_args(["--task", "reach", "--env-kwargs", "terminate_on_success=maybe"])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from handrail.app.envs import check_tasks, make_env
+from handrail.app.envs import check_tasks, make_env, parse_env_kwargs
 from handrail.launch import cli
 
 
@@ -75,3 +76,63 @@ def test_a_bench_takes_a_string_of_options_given_as_a_separate_argument(
     assert cli.main(["bench", bench, "--tasks", "pick_cub", option, "--sac.utd 4"]) == 2
     err = capsys.readouterr().err
     assert "Did you mean 'pick_cube'?" in err and "Missing value" not in err
+
+
+def test_env_kwargs_of_a_handrail_task_are_parsed_by_the_fields_type() -> None:
+    """Read as Python literals, `terminate_on_success=false` was the (truthy) string 'false',
+    `=maybe` was accepted and `episode_steps=1.5` made 2-step episodes."""
+    parsed = parse_env_kwargs(("terminate_on_success=false", "reward=Dense", "home_noise_rad=0",
+                               "cameras=front,wrist", "hole_low_m=(0.1, 0.2)"), "peg_insert")  # fmt: skip
+    assert parsed == {"terminate_on_success": False, "reward": "dense", "home_noise_rad": 0.0,
+                      "cameras": ("front", "wrist"), "hole_low_m": (0.1, 0.2)}  # fmt: skip
+    assert type(parsed["home_noise_rad"]) is float
+    for text, value in (("No", False), ("1", True), ("YES", True), ("0", False)):
+        assert parse_env_kwargs((f"terminate_on_success={text}",), "reach") == {
+            "terminate_on_success": value}  # fmt: skip
+    assert parse_env_kwargs(("cameras=()", "episode_steps=80"), "reach") == {
+        "cameras": (), "episode_steps": 80}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [("terminate_on_success=maybe", "terminate_on_success takes a bool .*got 'maybe'"),
+     ("episode_steps=1.5", r"episode_steps takes an integer \(int\), got '1\.5'"),
+     ("episode_steps=abc", r"episode_steps takes an integer \(int\), got 'abc'"),
+     ("reward=shaped", "reward takes one of sparse, dense, got 'shaped'"),
+     ("render_size_px=1", "render_size_px takes a tuple of 2 items, each an integer"),
+     ("goal_low_m=(0.1, 0.2)", "goal_low_m takes a tuple of 3 items, each a number"),
+     ("epsiode_steps=3", "reach has no setting 'epsiode_steps'; did you mean episode_steps\\? "
+                         "reach's settings are control_dt_s, .*success_tolerance_m"),
+     ("action=1", "'action' is reach's nested ActionConfig")],
+)  # fmt: skip
+def test_a_bad_env_kwarg_names_the_key_the_type_and_the_value(item: str, match: str) -> None:
+    with pytest.raises(ValueError, match=f"^--env-kwargs {re.escape(item)}: {match}"):
+        parse_env_kwargs((item,), "reach")
+
+
+def test_a_bad_env_kwarg_is_one_line_before_anything_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    argv = ["train", "--task", "pick_cube", "--env-kwargs", "episode_steps=abc",
+            "--run-dir", str(run)]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["handrail train: error: --env-kwargs episode_steps=abc: episode_steps takes "
+                   "an integer (int), got 'abc'"]  # fmt: skip
+    assert not run.exists()
+
+
+def test_env_kwargs_of_a_gymnasium_id_go_to_gymnasium_make() -> None:
+    """The README promised gymnasium.make's keyword arguments; every one was refused."""
+    from handrail.launch.commands.train import parse_args
+
+    config = parse_args(["--task", "Pendulum-v1", "--env-kwargs", "g=9.0", "max_episode_steps=7"])
+    assert config.env == {"g": 9.0, "max_episode_steps": 7}
+    env = make_env(config.task, **config.env)
+    assert env.unwrapped.g == 9.0 and env.spec is not None and env.spec.max_episode_steps == 7
+    env.close()
+    with pytest.raises(ValueError, match=r"^--env-kwargs foo=1: Pendulum-v1 takes no keyword "
+                                         r"argument 'foo'; it takes g \(its own\) and "
+                                         r"max_episode_steps"):  # fmt: skip
+        make_env("Pendulum-v1", foo=1)

@@ -4,6 +4,7 @@ run folder, eval of the run, resume, recording, the asynchronous mode."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -175,3 +176,54 @@ def test_record_writes_every_training_episode_and_async_mode_trains(tmp_path: Pa
     assert any(r["kind"] == "eval" for r in records)
     counters = json.loads((tmp_path / "run/checkpoints/latest/trainer.json").read_text())
     assert counters["learner"]["steps"] == 100 and counters["learner"]["version"] > 0
+
+
+def test_print_config_prints_every_setting_and_its_layer_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a default run folder (runs/...) would go
+    assert cli.main(["train", "--task", "pick_cube", "--sac.utd", "3", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("preset: task pick_cube\n")
+    assert re.search(r"^  sac\.utd +3 +command line$", out, re.M)
+    assert re.search(r"^  sac\.actor_utd +0 +task:pick_cube$", out, re.M)
+    assert re.search(r"^  sac\.num_critics +2 +cpu$", out, re.M)
+    assert list(tmp_path.iterdir()) == []
+    assert "--print-config" in _help(capsys)
+
+
+def _help(capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    return capsys.readouterr().out
+
+
+def test_the_run_folder_keeps_which_layer_set_each_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    argv = ["train", "--task", "HandrailTinyPendulum-v0", "--steps", "100", "--eval-every", "100",
+            "--eval-episodes", "1", "--run-dir", str(run), "--no-progress", "--sac.hidden-dims",
+            "32", "32", "--sac.batch-size", "32", "--loop.warmup-steps", "50", "--seed", "0"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert "handrail train: preset: generic (no preset for HandrailTinyPendulum-v0)" in (
+        capsys.readouterr().err)  # fmt: skip
+    saved = json.loads((run / "settings.json").read_text())
+    assert saved["preset"] == "generic (no preset for HandrailTinyPendulum-v0)"
+    settings = saved["settings"]
+    assert settings["seed"] == {"value": 0, "layer": "command line"}  # named, though the default
+    assert settings["sac.hidden_dims"] == {"value": [32, 32], "layer": "command line"}
+    assert settings["sac.utd"] == {"value": 1, "layer": "generic"}
+    assert settings["sac.num_critics"] == {"value": 2, "layer": "cpu"}
+    config = json.loads((run / "config.json").read_text())
+    assert {path: s["value"] for path, s in settings.items() if path.startswith("sac.")} == {
+        f"sac.{k}": v for k, v in config["sac"].items()}  # fmt: skip
+    assert cli.main(["train", "--resume", str(run), "--steps", "150", "--no-progress"]) == 0
+    resumed = json.loads((run / "settings.json").read_text())["settings"]
+    assert resumed["steps"] == {"value": 150, "layer": "command line"}
+    assert resumed["seed"] == settings["seed"] and resumed["sac.utd"] == settings["sac.utd"]
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", str(run), "--print-config"]) == 0  # the run's own
+    table = capsys.readouterr().out
+    assert re.search(r"^  sac\.hidden_dims +\(32, 32\) +command line$", table, re.M)
+    assert re.search(r"^  steps +150 +command line$", table, re.M)
