@@ -3,10 +3,12 @@
 A reset goes through phases, each with its own deadline, and either ends ``done`` or ``failed``
 with a message saying which phase did not finish and what was measured:
 
-1. ``home``: command the home pose plus a uniform random offset (up to ``home_offset_m`` per
+1. ``world`` (only with a world to reset, e.g. ``sim_robot``): wait for the world reset call.
+   It comes first because it moves the arm too (``sim_robot`` puts it near its home).
+2. ``home``: command the home pose plus a uniform random offset (up to ``home_offset_m`` per
    axis) until the measured tool position is within ``tolerance_m`` of it. The commands go through
-   the safety filter like any other, so the arm moves home at the step limit.
-2. ``world`` (only with a world to reset, e.g. ``sim_robot``): wait for the world reset call.
+   the safety filter like any other, so the arm moves home at the step limit. A latched e-stop
+   fails the reset at once (nothing can move the arm until a person clears it).
 3. ``operator`` (only when ``wait_for_operator``): wait until a person confirms the scene.
 """
 
@@ -21,6 +23,11 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = ["ResetConfig", "ResetSequence", "ResetStatus"]
 
 Phase = Literal["home", "world", "operator", "done", "failed"]
+
+_ESTOP = (
+    "the e-stop is latched, so the arm cannot be homed: clear it (safety_node's ~/estop service "
+    "with data: false) and reset again"
+)
 
 
 @dataclass(frozen=True)
@@ -87,20 +94,30 @@ class ResetSequence:
         """This reset's home position (home + offset)."""
         return self._goal.copy()
 
-    def start(self, now_s: float, rng: np.random.Generator) -> ResetStatus:
-        """Begin a reset: draw this episode's home offset."""
+    def start(self, now_s: float, rng: np.random.Generator, estopped: bool = False) -> ResetStatus:
+        """Begin a reset: draw this episode's home offset; fail at once while ``estopped``."""
         c = self.config
         offset = (
             rng.uniform(-c.home_offset_m, c.home_offset_m, 3) if c.home_offset_m else np.zeros(3)
         )
         self._goal = np.asarray(c.home_pos_m, np.float64) + offset
-        self._enter("home", now_s + c.home_timeout_s)
+        if estopped:
+            self._fail(_ESTOP)
+        elif c.world:
+            self._enter("world", now_s + c.world_timeout_s)
+        else:
+            self._enter("home", now_s + c.home_timeout_s)
         return self._status()
 
-    def update(self, now_s: float, measured_pos_m: ArrayLike | None) -> ResetStatus:
-        """Advance with the measured tool position (None: none received yet)."""
+    def update(
+        self, now_s: float, measured_pos_m: ArrayLike | None, estopped: bool = False
+    ) -> ResetStatus:
+        """Advance with the measured tool position (None: none received yet) and whether the
+        e-stop is latched."""
         c = self.config
-        if self.phase == "home":
+        if self.phase == "home" and estopped:
+            self._fail(_ESTOP)
+        elif self.phase == "home":
             dist = (
                 np.inf
                 if measured_pos_m is None
@@ -112,7 +129,8 @@ class ResetSequence:
                 seen = "no pose received" if measured_pos_m is None else f"still {dist:.3f} m away"
                 self._fail(
                     f"the arm did not reach home within {c.home_timeout_s} s ({seen}; tolerance "
-                    f"{c.tolerance_m} m): is the e-stop latched or the arm blocked?"
+                    f"{c.tolerance_m} m): is the arm blocked, or refused by safety_node "
+                    "(see safety_events)?"
                 )
         elif self.phase == "world" and now_s > self._deadline:
             self._fail(f"the world reset did not finish within {c.world_timeout_s} s")
@@ -124,7 +142,7 @@ class ResetSequence:
         """The world reset finished (``ok``) or failed."""
         if self.phase == "world":
             if ok:
-                self._after_world(now_s)
+                self._enter("home", now_s + self.config.home_timeout_s)
             else:
                 self._fail(f"the world reset failed: {message}")
         return self._status()
@@ -137,12 +155,6 @@ class ResetSequence:
         return True
 
     def _after_home(self, now_s: float) -> None:
-        if self.config.world:
-            self._enter("world", now_s + self.config.world_timeout_s)
-        else:
-            self._after_world(now_s)
-
-    def _after_world(self, now_s: float) -> None:
         if self.config.wait_for_operator:
             self._enter("operator", now_s + self.config.operator_timeout_s)
         else:

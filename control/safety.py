@@ -14,8 +14,10 @@ Order of operations in :meth:`SafetyFilter.filter`, and why:
    smallest possible jump.
 2. **Non-finite target** (NaN/inf, or a zero quaternion): hold the projected current pose and set
    ``nonfinite``.
-3. **Workspace box** (hard limit): clip the target position into the box. The box is convex and
-   the current position is in it, so Euclidean projection is non-expansive towards it:
+3. **Workspace box** (hard limit): clip the target position into the box shrunk by the braking
+   margin (the *target box*: the arm, which lags its target, needs room to stop inside the
+   box; the current pose is projected into the same target box). The target box is convex
+   and the current position is in it, so Euclidean projection is non-expansive towards it:
    ``|clip(p) - c| <= |p - c|``. Clipping can therefore never make the step longer.
 4. **Translation step**: shorten ``target - current`` to ``max_step_m``. Both ends of the
    segment lie in the convex box, so the shortened target stays inside it: the step limit
@@ -52,7 +54,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 
-__all__ = ["SAFETY_FLAGS", "SafetyFilter", "SafetyLimits", "SafetyReport"]
+__all__ = [
+    "SAFETY_FLAGS",
+    "SIM_ARM_LIMITS",
+    "SIM_TASK_LIMITS",
+    "SafetyFilter",
+    "SafetyLimits",
+    "SafetyReport",
+]
 
 _AXES = ("x", "y", "z")
 _REL_TOL = 1e-9  # relative slack on every limit comparison (keeps the filter idempotent)
@@ -92,6 +101,11 @@ class SafetyLimits:
     """Largest angle (rad, in (0, pi]) of the tool z axis away from the nominal's tool z axis."""
     max_yaw_rad: float = math.pi
     """Largest twist (rad, > 0) about the tool z axis away from the nominal; >= pi is unlimited."""
+    braking_margin_m: float = 0.0
+    """Targets are clipped into the box shrunk by this on every side (m, >= 0): the room the arm
+    needs to stop inside the box when it reaches a face at full speed."""
+    gripper_max_m: float = math.inf
+    """Largest gripper opening command (m, > 0); commands are clipped into [0, gripper_max_m]."""
 
     def __post_init__(self) -> None:
         low = _float_tuple(self.workspace_low_m, 3, "workspace_low_m")
@@ -109,15 +123,25 @@ class SafetyLimits:
                 f"SafetyLimits.nominal_quat must be a unit quaternion (w, x, y, z); got norm "
                 f"{norm:.6g}: normalise it"
             )
-        for name in ("max_step_m", "max_rot_step_rad", "max_tilt_rad", "max_yaw_rad"):
+        for name in (*_POSITIVE, "braking_margin_m", "gripper_max_m"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f"SafetyLimits.{name} must be a number; got {value!r}")
+            object.__setattr__(self, name, float(value))
+        for name in _POSITIVE:
+            value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(
                     f"SafetyLimits.{name} must be a positive finite number; got {value!r}"
                 )
-            object.__setattr__(self, name, float(value))
+        if not self.gripper_max_m > 0:
+            raise ValueError(f"SafetyLimits.gripper_max_m must be > 0 m; got {self.gripper_max_m}")
+        room = min(h - lo for lo, h in zip(low, high, strict=True)) / 2
+        if not 0 <= self.braking_margin_m < room:
+            raise ValueError(
+                f"SafetyLimits.braking_margin_m must be >= 0 and below half the box's smallest "
+                f"side ({room:.4g} m); got {self.braking_margin_m}"
+            )
         if self.max_tilt_rad > math.pi:
             raise ValueError(
                 f"SafetyLimits.max_tilt_rad must be in (0, pi]; got {self.max_tilt_rad}"
@@ -125,6 +149,54 @@ class SafetyLimits:
         object.__setattr__(self, "workspace_low_m", low)
         object.__setattr__(self, "workspace_high_m", high)
         object.__setattr__(self, "nominal_quat", tuple(v / norm for v in quat))
+
+    @property
+    def target_low_m(self) -> tuple[float, float, float]:
+        """Lower corner (m) of the target box: the workspace box shrunk by the braking margin."""
+        m = self.braking_margin_m
+        x, y, z = self.workspace_low_m
+        return (x + m, y + m, z + m)
+
+    @property
+    def target_high_m(self) -> tuple[float, float, float]:
+        """Upper corner (m) of the target box."""
+        m = self.braking_margin_m
+        x, y, z = self.workspace_high_m
+        return (x - m, y - m, z - m)
+
+
+_POSITIVE = ("max_step_m", "max_rot_step_rad", "max_tilt_rad", "max_yaw_rad")
+
+SIM_ARM_LIMITS = SafetyLimits(
+    workspace_low_m=(0.24, -0.21, 0.005),
+    workspace_high_m=(0.66, 0.21, 0.51),
+    max_step_m=0.05,
+    max_rot_step_rad=0.3,
+    max_tilt_rad=0.6,
+    max_yaw_rad=math.pi,
+    braking_margin_m=0.01,
+    gripper_max_m=0.08,
+)
+"""The simulated arm's limits, defined once: the sim tasks, ``RosArmEnv`` and ``safety_node``
+default to them. Every corner of the box is reachable with the gripper pointing down, and the
+target box (x 0.25..0.65, y -0.2..0.2, z 0.015..0.5 m) holds every task's objects and goals and
+the home pose with its reset offset. At full speed (0.5 m/s) the arm overshoots a face of the
+target box by up to about 12 mm, so with the 10 mm margin it ends at most a few mm outside the
+box (tests/hw/test_safety_robot.py drives it at random targets far outside)."""
+
+SIM_TASK_LIMITS = SafetyLimits(
+    workspace_low_m=(0.25, -0.35, 0.015),
+    workspace_high_m=(0.75, 0.35, 0.6),
+    max_step_m=0.05,
+    max_rot_step_rad=0.3,
+    max_tilt_rad=0.6,
+    max_yaw_rad=math.pi,
+)
+"""The box the sim tasks train in (``handrail.sim``'s default): every learning result in the
+docs was measured in it, so it stays as it was. It is larger than the arm reaches with the
+gripper down near its far corners, which in simulation only means the arm lags a clipped
+target; anything that commands an arm (``sim_robot``, ``RosArmEnv``, ``safety_node``) uses
+:data:`SIM_ARM_LIMITS`, whose every corner is reachable and which keeps a braking margin."""
 
 
 @dataclass(frozen=True)
@@ -212,8 +284,8 @@ class SafetyFilter:
         if not isinstance(limits, SafetyLimits):
             raise TypeError(f"limits must be a SafetyLimits; got {type(limits).__name__}")
         self.limits = limits
-        self._low = limits.workspace_low_m
-        self._high = limits.workspace_high_m
+        self._low = limits.target_low_m
+        self._high = limits.target_high_m
         self._step_m = limits.max_step_m
         self._rot_step_rad = limits.max_rot_step_rad
         nw, nx, ny, nz = limits.nominal_quat

@@ -144,7 +144,7 @@ def _recorder(store: str, env: RosArmEnv, task: str) -> Any:
     from handrail.demos.format import fields_from_space
     from handrail.demos.recorder import EpisodeRecorder
 
-    fields, width = fields_from_space(env.observation_space), env.action_space.shape[0]
+    fields, width = fields_from_space(env.observation_space), env.mirror.action.dim
     if Path(store).exists():
         return EpisodeRecorder.append(store, obs_fields=fields, action_dim=width)
     return EpisodeRecorder.create(store, obs_fields=fields, action_dim=width, control_dt_s=env.period_s,
@@ -194,7 +194,7 @@ def run(args: list[str] | None = None) -> int:
         reset_service=str(p["reset_service"]),
     )
     env = RosArmEnv(str(p["task"]), config, node=node)
-    human = RosHuman(env.node, env.action_space.shape[0], float(p["human_timeout_s"]))
+    human = RosHuman(env.node, env.mirror.action.dim, float(p["human_timeout_s"]))
     sinks: list[Any] = [_recorder(str(p["store"]), env, str(p["task"]))] if p["store"] else []
     learner = None
     code = 0

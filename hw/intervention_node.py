@@ -56,7 +56,7 @@ class InterventionNode(Node):
         self.action = mirror(str(p["task"])).action
         self.arbiter = Arbiter(
             ArbiterConfig(
-                engage=str(p["engage"]),  # validated by ArbiterConfig
+                engage=p["engage"],  # validated by ArbiterConfig
                 deadband=float(p["deadband"]),
                 release_after_s=float(p["release_after_s"]),
                 operator_yaw_rad=float(p["operator_yaw_rad"]),

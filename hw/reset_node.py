@@ -1,9 +1,11 @@
 """``reset_node``: the ``~/reset`` service that brings the arm and the scene back for an episode.
 
-The sequence is :class:`handrail.control.reset.ResetSequence` (home through the safety node,
-then the world reset on ``sim_robot``, then an operator's confirmation when asked for); this
-node feeds it the measured pose and the clock and publishes its targets on ``cmd/target_pose``.
-A failed phase fails the service with the sequence's message.
+The sequence is :class:`handrail.control.reset.ResetSequence` (the world reset on
+``sim_robot``, then home through the safety node, then an operator's confirmation when asked
+for); this node feeds it the measured pose, the safety node's latched ``estop`` and the clock,
+and publishes its targets on ``cmd/target_pose``. A failed phase fails the service with the
+sequence's message; a latched e-stop fails it at once. A successful answer says where the arm
+measured at the end, after everything that moved it.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from std_msgs.msg import Float64
+from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 
 from handrail.control.reset import ResetConfig, ResetSequence
 from handrail.hw.msgs import pose_msg, pose_of
 from handrail.hw.ros_common import (
     COMMAND_QOS,
+    LATCHED_QOS,
     STATE_QOS,
     ContextShutdown,
     NodeClock,
@@ -76,10 +79,12 @@ class ResetNode(Node):
         self.rng = np.random.default_rng(int(p["seed"]))
         self.busy = threading.Lock()
         self.measured: np.ndarray | None = None
+        self.estopped = False
         group = ReentrantCallbackGroup()
         self.create_subscription(
             PoseStamped, "ee_pose", self._on_pose, STATE_QOS, callback_group=group
         )
+        self.create_subscription(Bool, "estop", self._on_estop, LATCHED_QOS, callback_group=group)
         self.pub_target = self.create_publisher(PoseStamped, "cmd/target_pose", COMMAND_QOS)
         self.pub_gripper = self.create_publisher(Float64, "cmd/gripper", COMMAND_QOS)
         self.world = self.create_client(Trigger, world, callback_group=group) if world else None
@@ -88,6 +93,9 @@ class ResetNode(Node):
 
     def _on_pose(self, msg: PoseStamped) -> None:
         self.measured = pose_of(msg)[0]
+
+    def _on_estop(self, msg: Bool) -> None:
+        self.estopped = bool(msg.data)
 
     def _on_confirm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         response.success = self.sequence.confirm()
@@ -112,9 +120,14 @@ class ResetNode(Node):
 
     def _run(self) -> tuple[bool, str]:
         period = 1.0 / float(self.p["command_rate_hz"])
-        status = self.sequence.start(self.clock.now(), self.rng)
-        world_called = False
+        status = self.sequence.start(self.clock.now(), self.rng, self.estopped)
+        world = ""
         while not self.sequence.finished:
+            if status.phase == "world":
+                ok, world = self._reset_world()
+                self.measured = None  # the world reset moved the arm: wait for its new pose
+                status = self.sequence.world_done(self.clock.now(), ok, world)
+                continue
             if status.phase == "home":
                 assert status.target_pos_m is not None and status.target_quat_wxyz is not None
                 t = self.get_clock().now().to_msg()
@@ -124,18 +137,14 @@ class ResetNode(Node):
                     )
                 )
                 self.pub_gripper.publish(Float64(data=float(self.p["gripper_open_m"])))
-            elif status.phase == "world" and not world_called:
-                world_called = True
-                ok, message = self._reset_world()
-                status = self.sequence.world_done(self.clock.now(), ok, message)
-                continue
             self.clock.sleep(period)
-            status = self.sequence.update(self.clock.now(), self.measured)
+            status = self.sequence.update(self.clock.now(), self.measured, self.estopped)
         if self.sequence.phase == "failed":
             return False, self.sequence.message
         goal = ", ".join(f"{v:.3f}" for v in self.sequence.goal_m)
-        return True, f"reset done: home at ({goal}) m" + (
-            " and world reset" if world_called else ""
+        at = "" if self.measured is None else ", ".join(f"{v:.3f}" for v in self.measured)
+        return True, f"reset done: arm at ({at}) m, home ({goal}) m" + (
+            f"; {world}" if world else ""
         )
 
     def _reset_world(self) -> tuple[bool, str]:

@@ -23,6 +23,7 @@ from rclpy.executors import (
     SingleThreadedExecutor,
 )
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from handrail.hw.nodes import RCLPY_PARAMETERS
@@ -173,7 +174,8 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     """Declare every parameter of ``parameters`` (name -> default) and return their values.
 
     Values set on the command line or in a parameter file override the defaults. A parameter the
-    node does not declare is an error (rclpy would silently ignore it).
+    node does not declare is an error (rclpy would silently ignore it). An empty list default
+    declares a list of strings.
     """
     overrides = set(getattr(node, "_parameter_overrides", {}))  # from --ros-args and files
     unknown = sorted(overrides - set(parameters) - RCLPY_PARAMETERS)
@@ -186,9 +188,27 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     values = {}
     lenient = ParameterDescriptor(dynamic_typing=True)  # 2 for a float: the node converts it
     for name, default in parameters.items():
-        node.declare_parameter(name, default, lenient)
+        if isinstance(default, list) and not default:
+            # rclpy types an empty list as a byte array: an empty default is a string list.
+            node.declare_parameter(name, Parameter.Type.STRING_ARRAY)
+            if name not in overrides:
+                node.set_parameters([Parameter(name, Parameter.Type.STRING_ARRAY, [])])
+        else:
+            node.declare_parameter(name, default, lenient)
         values[name] = node.get_parameter(name).value
     return values
+
+
+def _shut_down_by_signal(context: Any, wait_s: float = 0.5) -> bool:
+    """Whether rclpy's context is shut down, or is within ``wait_s``: rclpy's signal handler
+    shuts contexts down from a thread of its own, and the interrupted call (a message being
+    taken, as pybind11 reports it: "Unable to convert call argument") can fail first."""
+    end = time.monotonic() + wait_s
+    while context.ok():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 1) -> None:
@@ -218,7 +238,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        if node.context.ok():
+        if not _shut_down_by_signal(node.context):
             raise
         # rclpy's SIGINT/SIGTERM handler shut the context down while a callback ran, and the
         # callback's next ROS call (a publish) failed: that is the stop asked for, not a fault.

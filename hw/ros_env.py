@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -34,7 +34,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 
-from handrail.control.safety import SafetyFilter, SafetyLimits
+from handrail.control.safety import SIM_ARM_LIMITS, SafetyFilter, SafetyLimits
 from handrail.control.spaces import decode_action
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.hw.mirrors import PROPRIO_DIM, TaskMirror, mirror
@@ -55,17 +55,6 @@ class StaleObservationError(RuntimeError):
     """An observation the env needs is missing or older than its age limit (the arm is held)."""
 
 
-def _sim_arm_limits() -> SafetyLimits:
-    return SafetyLimits(
-        workspace_low_m=(0.25, -0.35, 0.015),
-        workspace_high_m=(0.75, 0.35, 0.6),
-        max_step_m=0.05,
-        max_rot_step_rad=0.3,
-        max_tilt_rad=0.6,
-        max_yaw_rad=math.pi,
-    )
-
-
 @dataclass(frozen=True)
 class RosEnvConfig:
     """How the env talks to the arm."""
@@ -82,9 +71,10 @@ class RosEnvConfig:
     """How long reset() waits for every observation topic (s)."""
     gripper_max_m: float = 0.08
     """Opening (m) of the gripper command -1 (fully open); +1 is 0 (closed)."""
-    safety: SafetyLimits = field(default_factory=_sim_arm_limits)
+    safety: SafetyLimits = SIM_ARM_LIMITS
     """Limits of the env-side filter (safety_node applies its own as well)."""
     frame_id: str = "base"
+    """Frame of the commands (``header.frame_id``); safety_node refuses any other."""
     cameras: tuple[str, ...] = ()
     """Camera observations (``camera/<name>/image_raw``, rgb8), e.g. ("front",)."""
     image_size: int = 128

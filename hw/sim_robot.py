@@ -29,10 +29,11 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64
 from std_srvs.srv import Trigger
 
+from handrail.control.safety import SIM_ARM_LIMITS
 from handrail.hw.msgs import pose_msg, pose_of, stamp
 from handrail.hw.ros_common import COMMAND_QOS, LATCHED_QOS, STATE_QOS, declare_parameters, run_node
 from handrail.sim import make
-from handrail.sim.arm import ARM_JOINTS, FINGER_JOINTS, TCP_SITE
+from handrail.sim.arm import ARM_JOINTS, CAMERAS, FINGER_JOINTS, TCP_SITE
 from handrail.sim.base import ArmEnv
 
 __all__ = ["PARAMETERS", "SimRobot", "main"]
@@ -42,13 +43,13 @@ PARAMETERS: dict[str, Any] = {
     "seed": 0,
     "state_rate_hz": 100.0,
     "real_time_factor": 1.0,
-    "cameras": [""],
+    "cameras": [],
     "image_size": 128,
     "camera_rate_hz": 10.0,
     "watchdog_s": 0.5,
     "frame_id": "base",
 }
-"""Parameters (hw/INTERFACES.md); ``cameras`` is a list of names, [""] for none."""
+"""Parameters (hw/INTERFACES.md); ``cameras`` is a list of names, empty for none."""
 
 
 class SimRobot(Node):
@@ -57,10 +58,16 @@ class SimRobot(Node):
     def __init__(self) -> None:
         super().__init__("sim_robot")
         self.p = declare_parameters(self, PARAMETERS)
-        cameras = tuple(c for c in self.p["cameras"] if c)
-        self.env: ArmEnv = make(
-            self.p["task"], cameras=(), image_size=int(self.p["image_size"])
-        ).unwrapped
+        cameras = tuple(str(c) for c in self.p["cameras"] if c)
+        unknown = sorted(set(cameras) - set(CAMERAS))
+        if unknown:
+            raise ValueError(f"cameras {unknown} are not the arm's; it has {list(CAMERAS)}")
+        env = make(
+            self.p["task"], cameras=(), image_size=int(self.p["image_size"]), safety=SIM_ARM_LIMITS
+        ).unwrapped  # the robot's box, as safety_node's
+        if not isinstance(env, ArmEnv):
+            raise ValueError(f"task {self.p['task']!r} is not an arm task")
+        self.env = env
         self.frame = str(self.p["frame_id"])
         rtf = float(self.p["real_time_factor"])
         if rtf < 0 or not math.isfinite(rtf):

@@ -57,7 +57,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import ArrayLike
 
-from handrail.control.safety import SIM_ARM_LIMITS, SafetyFilter, SafetyLimits, SafetyReport
+from handrail.control.safety import SIM_TASK_LIMITS, SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, EeCommand, encode_action
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.sim import arm
@@ -95,9 +95,10 @@ def offset_dm(target_m: np.ndarray, origin_m: np.ndarray) -> np.ndarray:
 
 
 def default_safety() -> SafetyLimits:
-    """Workspace and step limits of the simulated arm (table top at z = 0): the one definition,
-    :data:`handrail.control.safety.SIM_ARM_LIMITS`, shared with the ROS 2 layer."""
-    return SIM_ARM_LIMITS
+    """Workspace and step limits of the sim tasks (table top at z = 0), defined once in
+    :data:`handrail.control.safety.SIM_TASK_LIMITS`; ``sim_robot`` and the ROS 2 layer use the
+    arm's reachable box, :data:`handrail.control.safety.SIM_ARM_LIMITS`."""
+    return SIM_TASK_LIMITS
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ string).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 import shlex
@@ -30,7 +31,7 @@ from typing import IO, Any
 
 import yaml
 
-from handrail.hw.nodes import NODES, PACKAGE, RCLPY_PARAMETERS
+from handrail.hw.nodes import NODES, PACKAGE, RCLPY_PARAMETERS, ros_missing
 from handrail.launch.ros.launch_xml import LAUNCH_DIR, LaunchError, NodeLaunch, arguments, parse
 
 __all__ = [
@@ -217,9 +218,7 @@ class _Supervisor:
         """The node's log file (one per fully qualified name, opened once, kept across respawns)."""
         if node.fqn not in self.logs:
             if self.log_dir is None:
-                base = os.environ.get("ROS_LOG_DIR") or Path(
-                    os.environ.get("ROS_HOME") or Path.home() / ".ros", "log"
-                )
+                base = os.environ.get("ROS_LOG_DIR") or ros_home() / "log"
                 stamp = time.strftime("%Y-%m-%d-%H-%M-%S")
                 self.log_dir = Path(base, f"handrail_launch_{stamp}_{os.getpid()}")
                 self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -308,6 +307,19 @@ class _Supervisor:
                 self.failed = True
 
 
+def ros_home() -> Path:
+    """ROS 2's folder for logs and state: ``$ROS_HOME``, else ``~/.ros``."""
+    return Path(os.environ.get("ROS_HOME") or Path.home() / ".ros")
+
+
+def print_params_dir(file: Path, args: dict[str, str]) -> Path:
+    """Where ``--print`` writes the parameter files its commands name: one folder per launch
+    file and arguments under ``ROS_HOME``, named by their digest, so it is reused by the same
+    request and never a temporary folder left behind."""
+    key = repr((str(file.resolve()), sorted(args.items()))).encode()
+    return ros_home() / "handrail_launch" / f"{file.name}-{hashlib.sha1(key).hexdigest()[:12]}"
+
+
 def run(nodes: list[NodeLaunch], stop_timeout_s: float = 5.0) -> int:
     """Start every node and supervise them until they exit or the launch is stopped.
 
@@ -358,7 +370,8 @@ Start the nodes of a ROS 2 XML launch file as `ros2 launch` would, where it is n
 FILE is a path, or the name of one of handrail's launch files: {names}.
 
   name:=value   set one of the file's arguments (see --show-args)
-  --print       print each node's command line instead of starting it
+  --print       print each node's command line instead of starting it (the parameter files
+                they name are kept in $ROS_HOME/handrail_launch, default ~/.ros)
   --show-args   list the file's arguments with their defaults and descriptions"""
 
 
@@ -421,8 +434,13 @@ def launch(request: LaunchRequest | None) -> int:
         return 0
     nodes = parse(request.file, request.args)
     if request.print_only:
-        params_dir = Path(tempfile.mkdtemp(prefix="handrail-launch-"))  # kept: the commands use it
+        params_dir = print_params_dir(request.file, request.args)
+        params_dir.mkdir(parents=True, exist_ok=True)
         for node in nodes:
             print(shlex.join(command(node, params_dir)))
         return 0
+    if any(node.pkg == PACKAGE for node in nodes):
+        problem = ros_missing()  # else every node would die with a traceback
+        if problem:
+            raise LaunchError(problem)
     return run(nodes)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from handrail.control.safety import SafetyFilter, SafetyLimits, SafetyReport
+from handrail.control.safety import SIM_ARM_LIMITS, SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.transforms import (
     quat_angle,
     quat_conj,
@@ -193,6 +193,9 @@ def test_nonfinite_current_is_a_clear_error() -> None:
         ({"max_tilt_rad": 0.0}, "max_tilt_rad must be a positive finite"),
         ({"max_tilt_rad": 3.5}, "max_tilt_rad must be in \\(0, pi\\]"),
         ({"max_yaw_rad": -1.0}, "max_yaw_rad must be a positive finite"),
+        ({"braking_margin_m": 0.25}, "braking_margin_m must be >= 0 and below half the box"),
+        ({"braking_margin_m": -0.01}, "braking_margin_m must be >= 0"),
+        ({"gripper_max_m": 0.0}, "gripper_max_m must be > 0 m"),
     ],
 )
 def test_limits_validation_names_the_field(overrides: dict[str, object], match: str) -> None:
@@ -338,3 +341,86 @@ def test_nonfinite_property(scenario: tuple[SafetyFilter, tuple], where: str, ba
     np.testing.assert_array_equal(pos, cur_p)
     assert same_rotation(quat, cur_q, atol=1e-12)
     assert report.nonfinite
+
+
+# ---------------------------------------------------------------- the braking margin
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios(), st.floats(0.0, 0.009))
+def test_targets_stay_in_the_box_shrunk_by_the_braking_margin(
+    scenario: tuple[SafetyFilter, tuple], margin: float
+) -> None:
+    f, (cur_p, cur_q, tgt_p, tgt_q) = scenario
+    limits = SafetyLimits(**{**f.limits.__dict__, "braking_margin_m": margin})
+    pos, _, _ = SafetyFilter(limits).filter(cur_p, cur_q, tgt_p, tgt_q)
+    assert np.all(pos >= np.array(limits.workspace_low_m) + margin - 1e-12)
+    assert np.all(pos <= np.array(limits.workspace_high_m) - margin + 1e-12)
+    assert limits.target_low_m == tuple(np.array(limits.workspace_low_m) + margin)
+
+
+# ---------------------------------------------------------------- the simulated arm's limits
+
+
+def _reach_error_m(target_m: np.ndarray, restarts: int = 8) -> float:
+    """How far the sim arm's tool centre point stays from ``target_m`` with the gripper pointing
+    down (damped least-squares inverse kinematics within the joint limits, from home, then from
+    random postures)."""
+    import mujoco
+
+    from handrail.sim import arm
+
+    model = arm.load_model()
+    data = mujoco.MjData(model)
+    tcp = model.site(arm.TCP_SITE).id
+    low, high = np.array(arm.JOINT_LIMITS_RAD).T
+    jac_p, jac_r = np.zeros((3, model.nv)), np.zeros((3, model.nv))
+    rng = np.random.default_rng(0)
+    best = math.inf
+    for attempt in range(restarts + 1):
+        q = np.array(arm.HOME_QPOS_RAD) if attempt == 0 else rng.uniform(low, high)
+        for _ in range(400):
+            data.qpos[:7] = q
+            mujoco.mj_kinematics(model, data)
+            mujoco.mj_comPos(model, data)
+            err_p = target_m - data.site_xpos[tcp]
+            now = np.zeros(4)
+            mujoco.mju_mat2Quat(now, data.site_xmat[tcp])
+            err_r = np.zeros(3)
+            mujoco.mju_quat2Vel(err_r, quat_mul(DOWN, quat_conj(now)), 1.0)
+            if np.linalg.norm(err_p) < 1e-4 and np.linalg.norm(err_r) < 1e-3:
+                break
+            mujoco.mj_jacSite(model, data, jac_p, jac_r, tcp)
+            jac = np.vstack([jac_p[:, :7], jac_r[:, :7]])
+            err = np.concatenate([err_p, err_r])
+            q = np.clip(
+                q + 0.5 * jac.T @ np.linalg.solve(jac @ jac.T + 1e-3 * np.eye(6), err), low, high
+            )
+        best = min(best, float(np.linalg.norm(err_p)))
+        if best < 1e-3:
+            break
+    return best
+
+
+def test_every_corner_of_the_sim_arms_box_is_reachable_with_the_gripper_down() -> None:
+    # Issue 36: the box went to (0.75, 0.35, 0.6), 180 mm out of reach with the gripper down;
+    # the arm strained towards such corners and left the box by up to 92 mm.
+    low, high = SIM_ARM_LIMITS.workspace_low_m, SIM_ARM_LIMITS.workspace_high_m
+    corners = [np.array([x, y, z]) for x in (low[0], high[0]) for y in (low[1], high[1])
+               for z in (low[2], high[2])]  # fmt: skip
+    errors = {tuple(c): _reach_error_m(c) for c in corners}
+    assert max(errors.values()) < 0.002, errors
+
+
+def test_the_sim_arms_target_box_holds_the_homes_and_the_gripper_range_is_the_sim_grippers() -> (
+    None
+):
+    from handrail.control.reset import ResetConfig
+    from handrail.sim import arm
+
+    low, high = np.array(SIM_ARM_LIMITS.target_low_m), np.array(SIM_ARM_LIMITS.target_high_m)
+    home = np.array(ResetConfig().home_pos_m)
+    offset = 0.02  # launch/ros/sim_robot.yaml's home_offset_m
+    assert np.all(home - offset >= low) and np.all(home + offset <= high)
+    assert SIM_ARM_LIMITS.braking_margin_m > 0
+    assert SIM_ARM_LIMITS.gripper_max_m == 2 * arm.FINGER_MAX_M

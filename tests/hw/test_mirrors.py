@@ -7,6 +7,7 @@ import pytest
 
 import handrail.sim as sim
 from handrail.control.reset import ResetConfig
+from handrail.control.safety import SIM_ARM_LIMITS, SIM_TASK_LIMITS
 from handrail.hw import safety_node
 from handrail.hw.mirrors import MIRRORS, mirror
 from handrail.hw.ros_env import RosEnvConfig
@@ -43,7 +44,10 @@ def test_missing_object_pose_is_named():
 
 
 def test_hw_defaults_are_the_simulated_arms():
-    limits = default_safety()
+    """The ROS 2 layer's defaults are the arm's reachable box, defined once; the sim tasks keep
+    the box they were trained and measured in, also defined once."""
+    limits = SIM_ARM_LIMITS
+    assert default_safety() == SIM_TASK_LIMITS
     assert RosEnvConfig().safety == limits
     p = safety_node.PARAMETERS
     assert tuple(p["workspace_low_m"]) == limits.workspace_low_m

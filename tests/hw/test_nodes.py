@@ -1,5 +1,7 @@
 """Node start-up checks over real ROS 2 (private network namespace)."""
 
+import sys
+
 import pytest
 
 from handrail.hw.nodes import NODES
@@ -19,6 +21,53 @@ print(json.dumps({{"code": proc.returncode, "err": proc.stderr.strip().splitline
     assert (
         out["err"].startswith("error: ") and "unknown parameter(s) ['workspace_low']" in out["err"]
     )
+
+
+@pytest.mark.parametrize("exe", sorted(NODES))
+def test_a_node_without_ros_says_in_one_line_what_to_install(exe, in_netns, tmp_path):
+    # Issue 36: without the `ros` extra every node died with a ModuleNotFoundError traceback.
+    # A stand-in rclpy package that fails to import as a missing one does.
+    (tmp_path / "rclpy").mkdir()
+    (tmp_path / "rclpy" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'rclpy'\", name='rclpy')\n"
+    )
+    script = (
+        f"import os, subprocess, sys; os.environ['PYTHONPATH'] = {str(tmp_path)!r}; "
+        f"sys.exit(subprocess.run([sys.executable, '-m', {NODES[exe]!r}]).returncode)"
+    )
+    proc = in_netns([sys.executable, "-c", script], timeout_s=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == (
+        f"error: {exe}: ROS 2's Python packages are missing (No module named 'rclpy'): install "
+        "them with pip install 'handrail[ros]', or source ROS 2 (source /opt/ros/jazzy/setup.bash)\n"
+    )
+
+
+def test_sim_robot_reads_no_cameras_as_none_and_refuses_a_camera_it_lacks(ros):
+    # Issue 36: reading `cameras` returned [""]; an unknown name failed later, in the physics.
+    out = ros(
+        r"""
+import json, subprocess, sys
+import rclpy
+from rclpy.node import Node
+from rcl_interfaces.srv import GetParameters
+bad = subprocess.run([sys.executable, "-m", "handrail.hw.sim_robot", "--ros-args", "-p",
+                      "cameras:=['front', 'top']"], capture_output=True, text=True, timeout=60)
+robot = subprocess.Popen([sys.executable, "-m", "handrail.hw.sim_robot"])
+rclpy.init()
+node = Node("client")
+client = node.create_client(GetParameters, "sim_robot/get_parameters")
+assert client.wait_for_service(timeout_sec=30)
+future = client.call_async(GetParameters.Request(names=["cameras"]))
+rclpy.spin_until_future_complete(node, future, timeout_sec=10)
+value = future.result().values[0]
+robot.send_signal(2)
+print(json.dumps({"type": value.type, "cameras": list(value.string_array_value),
+                  "bad": [bad.returncode, bad.stderr.strip().splitlines()[-1]], "exit": robot.wait(10)}))
+"""
+    )
+    assert out["cameras"] == [] and out["type"] == 9 and out["exit"] == 0, out  # a string array
+    assert out["bad"] == [2, "error: cameras ['top'] are not the arm's; it has ['front', 'wrist']"]
 
 
 def test_safety_node_refuses_to_move_an_arm_that_starts_outside_its_box(ros):

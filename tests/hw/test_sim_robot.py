@@ -1,6 +1,8 @@
 """sim_robot over real ROS 2 (private network namespace), driven by a client that uses only
 rclpy and standard messages as hw/INTERFACES.md describes them (no handrail imports)."""
 
+from handrail.control.safety import SIM_ARM_LIMITS
+
 CLIENT = r"""
 import json, subprocess, sys, time
 import rclpy
@@ -58,7 +60,7 @@ out = {"topics": sorted(latest), "frame": latest["ee_pose"].header.frame_id,
        latest["camera/front/image_raw"].encoding], "success": latest["success"].data}
 out["reached"] = follow([0.45, 0.1, 0.25], 3.0)
 out["clipped"] = follow([0.45, 0.1, -0.5], 3.0)      # below the table: z is clipped to the box
-out["far"] = follow([2.0, 0.1, 0.25], 3.0)           # beyond the box: x is clipped to 0.75
+out["far"] = follow([2.0, 0.1, 0.25], 3.0)           # beyond the box: x is clipped to its wall
 cube_before = latest["objects/cube/pose"].pose.position.x
 reset.wait_for_service(timeout_sec=10)
 future = reset.call_async(Trigger.Request())
@@ -83,6 +85,7 @@ def test_sim_robot_tracks_targets_and_clips_to_the_workspace(ros):
     reached = out["reached"]
     assert max(abs(a - b) for a, b in zip(reached, [0.45, 0.1, 0.25], strict=True)) < 0.01
     assert 0.0 <= out["clipped"][2] < 0.03  # held at the box floor (0.015 m), never below
-    assert 0.70 < out["far"][0] <= 0.755  # at the box wall (0.75 m), not beyond
+    wall = SIM_ARM_LIMITS.target_high_m[0]  # the box shrunk by its braking margin
+    assert wall - 0.05 < out["far"][0] <= SIM_ARM_LIMITS.workspace_high_m[0]  # at it, not beyond
     assert out["reset"].startswith("world reset with seed 1") and out["cube_moved"]
     assert out["exit"] == 0

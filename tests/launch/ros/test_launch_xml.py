@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
+from handrail.control.safety import SIM_ARM_LIMITS
 from handrail.launch.ros.launch_xml import LAUNCH_DIR, LaunchError, NodeLaunch, arguments, parse
 
 
@@ -317,3 +319,14 @@ def test_not_a_launch_file(tmp_path: Path) -> None:
     (tmp_path / "b.xml").write_text("<robot/>")
     with pytest.raises(LaunchError, match="the root must be a bare <launch>"):
         parse(tmp_path / "b.xml")
+
+
+def test_robot_yamls_limits_are_the_sim_arms_until_a_cell_sets_its_own() -> None:
+    # Issue 33: one source of the sim arm's limits; the real arm's template repeats them, so it
+    # must not drift from them (it once kept a box with an unreachable corner).
+    params = yaml.safe_load((LAUNCH_DIR / "robot.yaml").read_text())["/**/safety_node"]
+    limits = [name for name in params["ros__parameters"] if hasattr(SIM_ARM_LIMITS, name)]
+    assert len(limits) == 6, limits
+    for name in limits:
+        want = getattr(SIM_ARM_LIMITS, name)
+        assert params["ros__parameters"][name] == (list(want) if isinstance(want, tuple) else want)

@@ -38,7 +38,7 @@ from handrail.launch.ros.runner import (
     write_wrappers,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_FILES = sorted(LAUNCH_DIR.glob("*.launch.xml"))
 
 # A stand-in node: `<mode> [mode args] --ros-args ...`. It prints its parameters (read from the
@@ -427,3 +427,40 @@ def test_help_lists_the_packaged_launch_files(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert out.startswith("usage: handrail launch FILE") and "sim_robot.launch.xml" in out
     assert ros_launch.resolve("sim_robot") == LAUNCH_DIR / "sim_robot.launch.xml"
+
+
+def test_print_leaves_no_temporary_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 36: every --print left a handrail-launch-* folder in /tmp.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    monkeypatch.setenv("ROS_HOME", str(tmp_path / "ros"))
+    printed = []
+    for _ in range(2):
+        assert cli.main(["launch", "sim_robot", "--print", "task:=reach"]) == 0
+        printed.append(capsys.readouterr().out)
+    assert list(scratch.iterdir()) == []
+    assert printed[0] == printed[1]  # the same request reuses its files
+    files = [Path(a) for line in printed[0].splitlines() for a in shlex.split(line)
+             if a.endswith(".yaml") and not a.startswith(str(LAUNCH_DIR))]  # fmt: skip
+    assert files and all(f.is_file() and (tmp_path / "ros") in f.parents for f in files)
+    assert yaml.safe_load(files[0].read_text())["/**"]["ros__parameters"]["task"] == "reach"
+
+
+def test_launch_without_ros_says_in_one_line_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 36: without the ros extra every node died with a ModuleNotFoundError traceback.
+    monkeypatch.setitem(sys.modules, "rclpy", None)  # import rclpy: ModuleNotFoundError
+
+    def started(*args: object, **kwargs: object) -> int:
+        raise AssertionError("no node may start without ROS 2")
+
+    monkeypatch.setattr(ros_launch, "run", started)
+    assert cli.main(["launch", "sim_robot.launch.xml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("handrail launch: error: ROS 2's Python packages are missing")
+    assert "pip install 'handrail[ros]'" in err and "source ROS 2" in err
+    assert err.count("\n") == 1, err
