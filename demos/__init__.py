@@ -7,11 +7,13 @@ committed per episode); read with :func:`open_store` (a snapshot of committed ep
 
 from handrail.demos.errors import (
     FieldMismatchError,
+    NonFiniteError,
     NotAStoreError,
     StoreCorruptError,
     StoreError,
     StoreLockedError,
     StoreVersionError,
+    StoreWriteError,
 )
 from handrail.demos.format import FORMAT_NAME, FORMAT_VERSION, FieldSpec, check_fields
 from handrail.demos.reader import EpisodeData, EpisodeReader, EpisodeRecord, open_store
@@ -28,11 +30,13 @@ __all__ = [
     "EpisodeWriter",
     "FieldMismatchError",
     "FieldSpec",
+    "NonFiniteError",
     "NotAStoreError",
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
     "StoreVersionError",
+    "StoreWriteError",
     "check_fields",
     "create_store",
     "open_store",

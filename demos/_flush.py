@@ -1,6 +1,7 @@
-"""The background thread that turns staged steps into committed episodes.
+"""The staging blocks steps go into, and the background thread that commits them as episodes.
 
-The control loop only appends to in-RAM staging blocks and puts messages on a queue; this thread
+The control loop only checks a step's values and copies them into in-RAM staging blocks
+(``check_value``, ``copy_row``) and puts messages on a queue; this thread
 is the only one that touches the Zarr arrays while a writer is open. It takes every message that
 is waiting, writes the rows in one batched write per array, then commits all episodes that ended
 with one atomic replacement of the root ``zarr.json`` (see _commit.py for the protocol).
@@ -8,6 +9,7 @@ with one atomic replacement of the root ``zarr.json`` (see _commit.py for the pr
 
 from __future__ import annotations
 
+import errno
 import json
 import queue
 import threading
@@ -24,10 +26,11 @@ from handrail.demos.commit import (
     TMP_SUFFIX,
     FaultHook,
     atomic_write_json,
+    clean_temp_files,
     fsync_dir,
     fsync_paths,
 )
-from handrail.demos.format import ArrayDef
+from handrail.demos.format import ArrayDef, read_root_document
 
 PENDING_NAME = "handrail.pending.json"
 
@@ -256,6 +259,21 @@ class Flusher(threading.Thread):
         if self.durable:
             fsync_paths(self.root / d.path / "zarr.json" for d in self.step_defs + self.ep_defs)
 
+    def cut_back(self) -> BaseException | None:
+        """After a failed write: cut the arrays back to the commit record on disk (the truth: a
+        commit that failed after its ``os.replace`` is on disk although this object did not
+        count it), deleting the chunks past it first; returns the error if even that failed
+        (a disk with no byte left; the next ``open_writer`` cuts them then)."""
+        try:
+            commit = read_root_document(self.root)["attributes"]["commit"]
+            self.num_episodes = int(commit["num_episodes"])
+            self.num_steps = int(commit["num_steps"])
+            clean_temp_files(self.root)
+            self.trim()  # zarr deletes the chunks past the end, then writes the shorter shapes
+        except Exception as exc:
+            return exc
+        return None
+
     def _write_pending(self) -> None:
         """Record the open episode's rows already on disk, so a crash can keep them (truncate)."""
         path = self.root / PENDING_NAME
@@ -276,6 +294,34 @@ class Flusher(threading.Thread):
         tmp.replace(path)
 
 
+def copy_row(dst: np.ndarray, i: int, value: np.ndarray) -> None:
+    """dst[i] = value; big rows go through memoryview so the GIL is never released.
+
+    numpy drops the GIL while copying large arrays, and getting it back from the flusher thread
+    can take a whole switch interval (5 ms): an image copy must not give it away.
+    """
+    if dst[i].nbytes < 4096 or value.dtype != dst.dtype or not value.flags.c_contiguous:
+        dst[i] = value
+        return
+    n = dst[i].nbytes
+    dst.data.cast("B")[i * n : (i + 1) * n] = value.data.cast("B")
+
+
+def check_value(what: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Raise naming ``what`` unless ``value`` has ``shape`` and a dtype that casts to ``dtype``."""
+    if value.shape != shape:
+        raise ValueError(f"{what} has shape {value.shape}, the store expects {shape}")
+    if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
+        raise TypeError(f"{what} has dtype {value.dtype}, which does not cast to {dtype}")
+
+
+def failure_words(err: BaseException) -> str:
+    """What went wrong in the flusher, in words (a full disk says so)."""
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return f"the disk is full ({err.strerror})"
+    return f"writing failed ({err!r})"
+
+
 def read_pending(root: Path) -> dict[str, Any] | None:
     """The pending-episode record left by a crashed writer, or None (unreadable counts as none)."""
     try:
@@ -285,4 +331,14 @@ def read_pending(root: Path) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) else None
 
 
-__all__ = ["PENDING_NAME", "EpisodeInfo", "Flusher", "StagingBlock", "fsync_dir", "read_pending"]
+__all__ = [
+    "PENDING_NAME",
+    "EpisodeInfo",
+    "Flusher",
+    "StagingBlock",
+    "check_value",
+    "copy_row",
+    "failure_words",
+    "fsync_dir",
+    "read_pending",
+]

@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from handrail.demos.errors import StoreLockedError
+from handrail.demos.errors import StoreLockedError, not_writable
 
 LOCK_NAME = "handrail.lock"
 
@@ -24,7 +24,10 @@ class StoreLock:
 
     def acquire(self) -> None:
         """Take the lock or raise StoreLockedError naming the holder's pid when known."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except PermissionError as exc:  # a read-only store: readers need no lock, writers do
+            raise not_writable(self.path.parent, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

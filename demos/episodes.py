@@ -17,6 +17,9 @@ import numpy as np
 
 from handrail.control.step import EpisodeTally, Step
 from handrail.demos import EpisodeData, EpisodeWriter, FieldSpec, create_store, open_store
+from handrail.demos.commit import check_replaceable_store, staged_output
+from handrail.demos.errors import StoreWriteError
+from handrail.demos.finite import require_finite_episode
 from handrail.demos.format import StoreKind, parse_kind
 from handrail.demos.reader import EpisodeRecord
 
@@ -210,31 +213,83 @@ def export_store(
     out: str | Path,
     *,
     overwrite: bool = False,
+    folder_marker: str | None = None,
 ) -> ConversionReport:
-    """The exporters' common head: streams a store's episodes into ``writer(out, meta, eps)``."""
+    """The exporters' common head: streams a store's episodes into ``writer(out, meta, eps)``.
+
+    The export is written beside ``out`` and moved there only when complete, so a failure
+    leaves ``out`` as it was.
+
+    Args:
+        writer: the format's writer.
+        store: the store to export.
+        out: destination file, or folder when ``folder_marker`` is given.
+        overwrite: replace an existing ``out``.
+        folder_marker: the output is a folder; an existing folder is replaced only if it
+            holds this file (an earlier export) or nothing. None: the output is one file.
+    """
     reader = open_store(store)
     eps = (ep for _, ep in iter_store_episodes(reader))
-    return writer(out, store_meta(reader), eps, overwrite=overwrite)
+
+    def check_old(old: Path) -> None:
+        if folder_marker is None and old.is_dir():
+            raise ValueError(f"{old} is a folder; this export writes one file: name a file")
+        if folder_marker is not None and not old.is_dir():
+            raise ValueError(f"{old} is a file; this export writes a folder: name a folder")
+        if folder_marker is not None and any(old.iterdir()) and not (old / folder_marker).exists():
+            raise ValueError(
+                f"refusing to replace {old}: it holds other files than an export (no "
+                f"{folder_marker}); name a new folder"
+            )
+
+    with staged_output(out, overwrite=overwrite, check_old=check_old) as target:
+        return writer(target, store_meta(reader), eps, overwrite=False)
 
 
 def write_store(
     path: str | Path, meta: StoreMeta, episodes: Iterable[Episode], *, overwrite: bool = False
 ) -> int:
-    """Creates a new store at ``path`` holding ``episodes``; returns how many were written."""
+    """Creates a new store at ``path`` holding ``episodes``; returns how many were written.
+
+    The store is built beside ``path`` and moved there only when complete: a failure (a full
+    disk, a bad episode, Ctrl-C) leaves ``path`` as it was, and ``episodes`` may be read from
+    the store being replaced.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is false.
+        ValueError: ``overwrite`` and ``path`` is not a handrail store.
+        StoreLockedError: another process writes the store at ``path``.
+        NonFiniteError: an episode holds nan or inf.
+    """
     count = 0
-    with create_store(
-        path,
-        kind=meta.kind,
-        obs_fields=list(meta.obs_fields),
-        action_dim=meta.action_dim,
-        control_dt_s=meta.control_dt_s,
-        task=meta.task,
-        robot=meta.robot,
-        overwrite=overwrite,
-    ) as writer:
-        for ep in episodes:
-            write_episode(writer, ep)
-            count += 1
+    try:
+        with (
+            staged_output(
+                path, overwrite=overwrite, check_old=check_replaceable_store, store=True
+            ) as out,
+            create_store(
+                out,
+                kind=meta.kind,
+                obs_fields=list(meta.obs_fields),
+                action_dim=meta.action_dim,
+                control_dt_s=meta.control_dt_s,
+                task=meta.task,
+                robot=meta.robot,
+                durable=False,  # staged_output fsyncs the whole store once, before the move
+            ) as writer,
+        ):
+            for ep in episodes:
+                require_finite_episode(
+                    count, ep.obs, ep.final_obs, ep.action, ep.policy_action, ep.reward
+                )
+                write_episode(writer, ep)
+                count += 1
+    except StoreWriteError as exc:  # it named the hidden folder, now gone: name the path
+        raise StoreWriteError(
+            f"cannot write {path}: {exc.reason}; nothing was written ({path} is as before)",
+            committed=0,
+            reason=exc.reason,
+        ) from exc
     return count
 
 

@@ -31,6 +31,7 @@ from handrail.demos.episodes import (
     write_episode,
     write_store,
 )
+from handrail.demos.finite import require_finite
 from handrail.demos.format import INTERVENTION_SOURCES
 
 __all__ = [
@@ -328,7 +329,10 @@ def filter_store(
     episodes: Sequence[int] | None = None,
     overwrite: bool = False,
 ) -> int:
-    """Copies the selected episodes of ``src`` into a new store ``out``; returns their count."""
+    """Copies the selected episodes of ``src`` into a new store ``out``; returns their count.
+
+    Raises NonFiniteError, before anything is written, if a selected episode holds nan or inf.
+    """
     reader = open_store(src)
     if episodes is not None:
         known = {int(record_value(r, "id")) for r in reader.episodes}
@@ -337,12 +341,13 @@ def filter_store(
             raise ValueError(
                 f"episodes {missing} are not in {src}; it holds ids {sorted(known)[:20]}"
             )
-    selected = iter_store_episodes(
-        reader,
+    ids = reader.select(
         successful_only=successful_only,
         interventions_only=interventions_only,
         episodes=None if episodes is None else list(episodes),
     )
+    require_finite(reader, ids)
+    selected = iter_store_episodes(reader, episodes=ids)
     return write_store(out, store_meta(reader), (ep for _, ep in selected), overwrite=overwrite)
 
 
@@ -371,12 +376,17 @@ def check_mergeable(metas: Sequence[StoreMeta], names: Sequence[str]) -> None:
 
 
 def merge_stores(srcs: Sequence[str | Path], out: str | Path, *, overwrite: bool = False) -> int:
-    """Concatenates the episodes of ``srcs`` (in order) into a new store; returns their count."""
+    """Concatenates the episodes of ``srcs`` (in order) into a new store; returns their count.
+
+    Raises NonFiniteError, before anything is written, if an episode holds nan or inf.
+    """
     if len(srcs) < 2:
         raise ValueError(f"merge needs at least two stores, got {len(srcs)}")
     readers = [open_store(s) for s in srcs]
     metas = [store_meta(r) for r in readers]
     check_mergeable(metas, [str(s) for s in srcs])
+    for reader in readers:
+        require_finite(reader)
     tasks = list(dict.fromkeys(m.task for m in metas))
     meta = StoreMeta(
         kind=metas[0].kind,

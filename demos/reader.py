@@ -141,7 +141,7 @@ class EpisodeReader:
 
     def _read_records(self, n: int, tasks: list[str]) -> list[EpisodeRecord]:
         cols = {
-            d.path.rsplit("/", 1)[1]: self._rows(d.path, 0, n)
+            d.path.rsplit("/", 1)[1]: self.rows(d.path, 0, n)
             for d in self._ep_defs
             if not d.path.startswith("meta/final_obs/")
         }
@@ -169,8 +169,15 @@ class EpisodeReader:
             for i in range(n)
         ]
 
-    def _rows(self, path: str, start: int, stop: int) -> np.ndarray:
-        adef = next(d for d in self._step_defs + self._ep_defs if d.path == path)
+    def rows(self, path: str, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) of one stored array, e.g. ``"data/action"`` (step rows) or
+        ``"meta/final_obs/state"`` (episode rows); every chunk is checked (damage is a
+        StoreCorruptError). Callers keep to committed rows (``EpisodeRecord.start`` and
+        ``num_steps``; episode ids)."""
+        adef = next((d for d in self._step_defs + self._ep_defs if d.path == path), None)
+        if adef is None:
+            paths = [d.path for d in self._step_defs + self._ep_defs]
+            raise ValueError(f"{self.path}: no array {path!r}; it has {paths}")
         return _zarr.read_rows(self.path, self._arrays[path], adef, start, stop)
 
     @property
@@ -192,7 +199,7 @@ class EpisodeReader:
         if not any(d.path == path for d in self._step_defs):
             names = [d.path.removeprefix("data/") for d in self._step_defs]
             raise ValueError(f"{self.path}: no per-step array {name!r}; it has {names}")
-        return self._rows(path, 0, self._num_steps)
+        return self.rows(path, 0, self._num_steps)
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -263,19 +270,19 @@ class EpisodeReader:
             yield self._load_ids([e])
 
     def _load_ids(self, ids: list[int]) -> EpisodeData:
-        runs = _runs(ids)
+        runs = id_runs(ids)
         recs = [self.episodes[e] for e in ids]
         steps: dict[str, np.ndarray] = {}
         for d in self._step_defs:
             parts = [
-                self._rows(d.path, self.episodes[a].start, _end(self.episodes[b - 1]))
+                self.rows(d.path, self.episodes[a].start, _end(self.episodes[b - 1]))
                 for a, b in runs
             ]
             steps[d.path] = _concat(parts, d.spec)
         finals = {}
         for f in self.obs_fields:
             path = f"meta/final_obs/{f.name}"
-            finals[f.name] = _concat([self._rows(path, a, b) for a, b in runs], f)
+            finals[f.name] = _concat([self.rows(path, a, b) for a, b in runs], f)
         lengths = np.array([r.num_steps for r in recs], dtype=np.int64)
         return EpisodeData(
             obs={f.name: steps[f"data/obs/{f.name}"] for f in self.obs_fields},
@@ -299,7 +306,7 @@ def _end(rec: EpisodeRecord) -> int:
     return rec.start + rec.num_steps
 
 
-def _runs(ids: list[int]) -> list[tuple[int, int]]:
+def id_runs(ids: Sequence[int]) -> list[tuple[int, int]]:
     """Group ids into [a, b) runs of consecutive increasing ids (one read per run)."""
     runs: list[tuple[int, int]] = []
     for e in ids:

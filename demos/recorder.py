@@ -17,8 +17,14 @@ afterwards (``handrail demos merge``).
 
 What a crash loses: ``close`` (also on Ctrl-C or an exception inside ``with``) drops only the
 unfinished episode and commits every episode that had ended. A killed process (SIGKILL, power
-loss) also loses episodes that had ended but whose commit the background thread had not yet
-finished (a few milliseconds' worth); every committed episode stays whole and readable.
+loss) also loses at most one finished episode: the last one, whose commit the background thread
+had not finished. At the step that ends an episode, ``add`` first waits until the previous
+episode is committed (it does not wait when commits keep up with the episodes, as they do
+whenever an episode lasts longer than a commit, tens of milliseconds), so no more than one
+finished episode is ever uncommitted (FORMAT.md, commit rule 6). Every committed episode
+stays whole and readable. A failed write (a full disk) raises
+:class:`~handrail.demos.StoreWriteError` from ``add``; the store keeps the episodes committed
+before it.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from typing import Any, Literal
 import numpy as np
 
 from handrail.control.step import EpisodeTally, Step
+from handrail.demos._flush import check_value
 from handrail.demos.errors import FieldMismatchError, StoreError
 from handrail.demos.format import FieldSpec, StoreKind, check_fields
 from handrail.demos.reader import open_store
-from handrail.demos.store import EpisodeWriter, _check_value, create_store, open_writer
+from handrail.demos.store import EpisodeWriter, create_store, open_writer
 
 _ACTION_DTYPE = np.dtype(np.float32)  # dtype of data/action and data/policy_action
 
@@ -43,9 +50,10 @@ class EpisodeRecorder:
     """Writes every :class:`Step` it is given into an episode store (a ``TransitionSink``).
 
     An episode begins at the first step after the previous one ended (seeded with
-    ``step.episode_seed``) and is committed, without waiting, at the step whose ``done`` is
-    true. Build one with :meth:`create` (a new store) or :meth:`append` (an existing one); use it
-    as a context manager, or call :meth:`close`. Call ``add`` from one thread.
+    ``step.episode_seed``) and is handed to the background thread to commit at the step whose
+    ``done`` is true (waiting only for the previous episode's commit, see the module doc).
+    Build one with :meth:`create` (a new store) or :meth:`append` (an existing one); use it as
+    a context manager, or call :meth:`close`. Call ``add`` from one thread.
 
     Observation keys not in the store's fields are ignored (record a subset, e.g. no images);
     ``Step.extras`` are not stored (the format has no place for them yet).
@@ -68,6 +76,7 @@ class EpisodeRecorder:
         self._open = False
         self._actor_id: int | None = None
         self._closed = False
+        self._last_ended: int | None = None  # id of the last episode handed over to commit
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -180,7 +189,9 @@ class EpisodeRecorder:
         )
         self._tally.add(step.reward, step.success)
         if step.done:
-            writer.end_episode(
+            if self._last_ended is not None and writer.num_episodes <= self._last_ended:
+                writer.flush()  # at most one finished episode waits for its commit
+            self._last_ended = writer.end_episode(
                 final_obs=step.next_obs, success=bool(self._tally.success), wait=False
             )
             self._open = False
@@ -231,7 +242,7 @@ class EpisodeRecorder:
                 )
             value = np.asarray(obs[name])
             try:
-                _check_value(f"Step.{label}[{name!r}]", value, shape, dtype)
+                check_value(f"Step.{label}[{name!r}]", value, shape, dtype)
             except (ValueError, TypeError) as exc:
                 raise type(exc)(
                     f"EpisodeRecorder.add: {exc}; fix the observation, or record into a store "
@@ -243,7 +254,7 @@ class EpisodeRecorder:
     def _check_action(self, label: str, action: Any) -> None:
         value = np.asarray(action)
         try:
-            _check_value(f"Step.{label}", value, (self._action_dim,), _ACTION_DTYPE)
+            check_value(f"Step.{label}", value, (self._action_dim,), _ACTION_DTYPE)
         except (ValueError, TypeError) as exc:
             raise type(exc)(
                 f"EpisodeRecorder.add: {exc}; the store holds actions of width "

@@ -112,7 +112,9 @@ def drift_failures(drifts: Sequence[EpisodeDrift], tolerance: float) -> list[str
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     lines = []
     for d in drifts:
-        bad = {k: v.max_abs for k, v in d.keys.items() if not v.is_image and v.max_abs > tolerance}
+        bad = {  # "not <=": a nan drift fails too
+            k: v.max_abs for k, v in d.keys.items() if not v.is_image and not v.max_abs <= tolerance
+        }
         if bad:
             detail = ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
             lines.append(f"episode {d.episode}: max abs error above {tolerance:g}: {detail}")

@@ -7,6 +7,7 @@ is enforced with an OS file lock. Reading lives in ``reader.py``.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -16,12 +17,25 @@ from typing import Any, Literal
 import numpy as np
 
 from handrail.demos import _zarr
-from handrail.demos._flush import PENDING_NAME, EpisodeInfo, Flusher, StagingBlock
+from handrail.demos._flush import (
+    PENDING_NAME,
+    EpisodeInfo,
+    Flusher,
+    StagingBlock,
+    check_value,
+    copy_row,
+    failure_words,
+)
 from handrail.demos._lock import StoreLock
-from handrail.demos._recover import prepare_dir, recover_pending
-from handrail.demos._store_layout import create_empty_arrays, root_document, validate_create_args
+from handrail.demos._open import (
+    create_empty_arrays,
+    prepare_dir,
+    recover_pending,
+    root_document,
+    validate_create_args,
+)
 from handrail.demos.commit import FaultHook, atomic_write_json, clean_temp_files
-from handrail.demos.errors import StoreError
+from handrail.demos.errors import StoreError, StoreWriteError
 from handrail.demos.format import (
     INTERVENTION_SOURCES,
     FieldSpec,
@@ -69,6 +83,7 @@ class EpisodeWriter:
         self._ep_steps = 0
         self._next_id = self._flusher.num_episodes
         self._closed = False
+        self._failure_raised = False  # close() does not raise a write failure twice
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start(self) -> None:
@@ -97,12 +112,22 @@ class EpisodeWriter:
     def _check(self) -> None:
         if self._closed:
             raise StoreError(f"{self.path}: the writer is closed; open_writer(path) to append")
-        err = self._flusher.error
-        if err is not None:
-            raise StoreError(
-                f"{self.path}: the background writer failed ({err!r}); committed episodes are "
-                "safe; close this writer and open_writer(path) to recover"
-            ) from err
+        if self._flusher.error is not None:
+            self._failure_raised = True
+            then = "; close this writer (it cuts the store back to them), then open_writer(path)"
+            raise self._write_error(then) from self._flusher.error
+
+    def _write_error(self, then: str, *, cut: bool = True) -> StoreWriteError:
+        """The background writer's failure, with what the store keeps, then ``then``."""
+        fl = self._flusher
+        reason = failure_words(fl.error) if fl.error is not None else "writing failed"
+        return StoreWriteError(
+            f"{self.path}: {reason}; the store keeps the {fl.num_episodes} episodes committed "
+            f"before it{then}",
+            committed=fl.num_episodes,
+            reason=reason,
+            cut=cut,
+        )
 
     # -- episodes ----------------------------------------------------------------------------
     def begin_episode(self, *, seed: int | None = None, task: str | None = None) -> int:
@@ -189,19 +214,19 @@ class EpisodeWriter:
                 value = np.asarray(obs[name])
             except KeyError:
                 raise ValueError(f"obs is missing field {name!r}; it has {sorted(obs)}") from None
-            _check_value(f"obs[{name!r}]", value, shape, dtype)
-            _copy_row(arrays[path], i, value)
+            check_value(f"obs[{name!r}]", value, shape, dtype)
+            copy_row(arrays[path], i, value)
 
     def _stage_actions(
         self, arrays: dict[str, np.ndarray], i: int, action: Any, policy_action: Any
     ) -> None:
         """Checks and stages the executed and proposed actions (``action`` when none proposed)."""
         act = np.asarray(action)
-        _check_value("action", act, (self.action_dim,), arrays["data/action"].dtype)
+        check_value("action", act, (self.action_dim,), arrays["data/action"].dtype)
         arrays["data/action"][i] = act
         if policy_action is not None:
             act = np.asarray(policy_action)
-            _check_value("policy_action", act, (self.action_dim,), np.dtype(np.float32))
+            check_value("policy_action", act, (self.action_dim,), np.dtype(np.float32))
         arrays["data/policy_action"][i] = act
 
     def end_episode(
@@ -226,7 +251,7 @@ class EpisodeWriter:
             if name not in final_obs:
                 raise ValueError(f"final_obs is missing field {name!r}; it has {sorted(final_obs)}")
             value = np.asarray(final_obs[name])
-            _check_value(f"final_obs[{name!r}]", value, shape, dtype)
+            check_value(f"final_obs[{name!r}]", value, shape, dtype)
             final[name] = value.astype(dtype, copy=True)
         info.final_obs, info.success = final, bool(success)
         tail = None
@@ -259,10 +284,16 @@ class EpisodeWriter:
         self._check()
 
     def close(self) -> None:
-        """Abort an open episode, commit the rest, trim spare capacity, release the lock."""
+        """Abort an open episode, commit the rest, trim spare capacity, release the lock.
+
+        After a failed write (a full disk) the arrays are cut back to the episodes committed
+        before it, so the closed store is exactly those; the failure is raised here unless an
+        earlier call already raised it.
+        """
         if self._closed:
             return
         fl = self._flusher
+        cut_error: BaseException | None = None
         try:
             self.abort_episode()
             if fl.is_alive():
@@ -272,14 +303,15 @@ class EpisodeWriter:
                 fl.join()
             if fl.error is None:
                 fl.trim()
-                (self.path / PENDING_NAME).unlink(missing_ok=True)
+            else:
+                cut_error = fl.cut_back()
+            (self.path / PENDING_NAME).unlink(missing_ok=True)
         finally:
             self._lock.release()
             self._closed = True
-        if fl.error is not None:
-            raise StoreError(
-                f"{self.path}: the background writer failed: {fl.error!r}"
-            ) from fl.error
+        if fl.error is not None and (cut_error is not None or not self._failure_raised):
+            then = f"; cutting its arrays back failed ({cut_error}): open_writer(path) does it"
+            raise self._write_error(then if cut_error else "", cut=cut_error is None) from fl.error
 
     def _crash(self) -> None:
         """Test helper: stop as a killed process would (no flush, no trim), release the lock."""
@@ -297,26 +329,6 @@ class EpisodeWriter:
             return self._flusher.pool.pop()
         except IndexError:
             return StagingBlock.allocate(self._step_defs, self._block_rows)
-
-
-def _copy_row(dst: np.ndarray, i: int, value: np.ndarray) -> None:
-    """dst[i] = value; big rows go through memoryview so the GIL is never released.
-
-    numpy drops the GIL while copying large arrays, and getting it back from the flusher thread
-    can take a whole switch interval (5 ms): an image copy must not give it away.
-    """
-    if dst[i].nbytes < 4096 or value.dtype != dst.dtype or not value.flags.c_contiguous:
-        dst[i] = value
-        return
-    n = dst[i].nbytes
-    dst.data.cast("B")[i * n : (i + 1) * n] = value.data.cast("B")
-
-
-def _check_value(what: str, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if value.shape != shape:
-        raise ValueError(f"{what} has shape {value.shape}, the store expects {shape}")
-    if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
-        raise TypeError(f"{what} has dtype {value.dtype}, which does not cast to {dtype}")
 
 
 def create_store(
@@ -346,6 +358,7 @@ def create_store(
     """
     fields = validate_create_args(kind, obs_fields, action_dim, control_dt_s, task)
     root = Path(path)
+    existed = root.exists()
     prepare_dir(root, overwrite)
     lock = StoreLock(root)
     lock.acquire()
@@ -356,6 +369,10 @@ def create_store(
         writer = EpisodeWriter(root, lock, durable=durable)
     except BaseException:
         lock.release()
+        # half made (a full disk): leave no folder that is neither empty nor a store
+        shutil.rmtree(root, ignore_errors=True)
+        if existed:
+            root.mkdir(exist_ok=True)
         raise
     writer._start()
     return writer

@@ -282,4 +282,6 @@ def export_lerobot(
     store: str | Path, out: str | Path, *, overwrite: bool = False
 ) -> ConversionReport:
     """Exports every episode of a handrail store as a LeRobotDataset v3 folder."""
-    return export_store(write_lerobot, store, out, overwrite=overwrite)
+    return export_store(
+        write_lerobot, store, out, overwrite=overwrite, folder_marker="meta/info.json"
+    )

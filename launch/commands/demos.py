@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
 
-from handrail.launch.commands.common import CAMERAS, StorePath, guarded, parse_episodes
+from handrail.launch.commands.common import (
+    CAMERAS,
+    StorePath,
+    check_out,
+    guarded,
+    parse_episodes,
+)
 from handrail.launch.commands.record import (
     HUMAN_SOURCES,
     RecordConfig,
@@ -123,6 +129,7 @@ def filter_(
     from handrail.demos.ops import filter_store
 
     def body() -> int:
+        check_out(out, overwrite=overwrite)
         n = filter_store(
             path,
             out,
@@ -134,7 +141,7 @@ def filter_(
         print(f"wrote {n} episodes to {out}")
         return 0
 
-    return guarded("demos filter", body)
+    return guarded("demos filter", body, _untouched(out))
 
 
 def merge(
@@ -152,11 +159,12 @@ def merge(
     from handrail.demos.ops import merge_stores
 
     def body() -> int:
+        check_out(out, overwrite=overwrite)
         n = merge_stores(list(stores), out, overwrite=overwrite)
         print(f"merged {len(stores)} stores: {n} episodes into {out}")
         return 0
 
-    return guarded("demos merge", body)
+    return guarded("demos merge", body, _untouched(out))
 
 
 def export(
@@ -175,6 +183,7 @@ def export(
     """
 
     def body() -> int:
+        check_out(out, overwrite=overwrite)
         if format == "robomimic":
             from handrail.demos.io.robomimic import export_robomimic as run
         elif format == "mcap":
@@ -184,7 +193,7 @@ def export(
         print(run(path, out, overwrite=overwrite).format())
         return 0
 
-    return guarded("demos export", body)
+    return guarded("demos export", body, _untouched(out))
 
 
 def import_(
@@ -212,11 +221,18 @@ def import_(
     """
 
     def body() -> int:
+        check_out(out, overwrite=overwrite)
         report = _import_store(src, format, out, task, control_dt_s, mark_successful, overwrite)
         print(report.format())
         return 0
 
-    return guarded("demos import", body)
+    return guarded("demos import", body, _untouched(out))
+
+
+def _untouched(out: str) -> str:
+    """What Ctrl-C during a command that writes ``--out`` prints: the output is written beside
+    it and moved there only when complete (``demos.commit.staged_output``)."""
+    return f"nothing was written to {out} (it is as before)"
 
 
 def _import_store(

@@ -13,7 +13,7 @@ import tyro
 
 from handrail.app.human import DEVICES, HumanLoopConfig
 from handrail.demos.format import fields_from_space
-from handrail.launch.commands.common import CAMERAS, guarded
+from handrail.launch.commands.common import CAMERAS, check_out, guarded
 
 HUMAN_SOURCES = DEVICES
 """Sources of `record` that are a person at a device."""
@@ -87,6 +87,7 @@ def _record(cfg: RecordConfig) -> int:
     from handrail.demos.recorder import EpisodeRecorder
     from handrail.learners.actor import Actor
 
+    check_out(cfg.out, overwrite=cfg.overwrite, append=cfg.append)  # before the sim starts
     overrides: dict[str, Any] = {}
     if cfg.camera_names:
         overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
@@ -146,6 +147,24 @@ def _record_person(cfg: RecordConfig, env: Any) -> int:
     return 0
 
 
+def _record_or_say_what_is_kept(cfg: RecordConfig) -> int:
+    """Records; a failed write (a full disk) says what the store kept and how to go on."""
+    from handrail.demos import StoreWriteError
+
+    try:
+        return _record(cfg)
+    except StoreWriteError as exc:
+        longer = "" if exc.cut else " (its arrays stay longer until then; readers ignore that)"
+        raise StoreWriteError(
+            f"{cfg.out}: {exc.reason}; it keeps the {exc.committed} episodes committed before "
+            "that, the episode being recorded was not stored: free some space, then record "
+            f"more with --append{longer}",
+            committed=exc.committed,
+            reason=exc.reason,
+            cut=exc.cut,
+        ) from exc
+
+
 def record(cfg: Annotated[RecordConfig, tyro.conf.arg(name="")]) -> int:
     """Record episodes of a task into a Zarr episode store (scripted expert or a person)."""
-    return guarded("record", lambda: _record(cfg))
+    return guarded("record", lambda: _record_or_say_what_is_kept(cfg))

@@ -79,6 +79,7 @@ def _replay(cfg: ReplayConfig) -> int:
     from handrail import sim
     from handrail.demos import open_store
     from handrail.demos.episodes import iter_store_episodes, record_value, store_meta
+    from handrail.demos.finite import require_finite
     from handrail.demos.replay import (
         drift_failures,
         format_drift_table,
@@ -93,6 +94,7 @@ def _replay(cfg: ReplayConfig) -> int:
     missing = sorted(set(wanted or []) - {record_value(r, "id") for r in records})
     if missing:
         raise ValueError(f"--episodes: {missing} not in {cfg.path}")
+    require_finite(reader, [int(record_value(r, "id")) for r in records])
     steps = max((int(record_value(r, "num_steps")) for r in records), default=1)
     overrides = env_overrides(list(meta.obs_fields), steps)
     envs: dict[str, Any] = {}

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from handrail.demos import FieldMismatchError, FieldSpec, create_store, open_store
+from handrail.demos import (
+    FieldMismatchError,
+    FieldSpec,
+    NonFiniteError,
+    StoreCorruptError,
+    StoreLockedError,
+    create_store,
+    open_store,
+    open_writer,
+)
 from handrail.demos.ops import (
     Episode,
     filter_store,
@@ -195,3 +208,105 @@ def test_merge_with_different_fields_is_a_clear_error(tmp_path: Path) -> None:
     make_store(tmp_path / "b", [2], fields=[FieldSpec("proprio", "float32", (5,), "m")])
     with pytest.raises(FieldMismatchError, match="field specs"):
         merge_stores([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+
+
+def _damage(store: Path, array: str) -> None:
+    """Cut a few bytes off the first chunk of ``array`` (caught by its checksum on reading)."""
+    chunk = sorted(p for p in (store / array / "c").rglob("*") if p.is_file())[0]
+    chunk.write_bytes(chunk.read_bytes()[:-7])
+
+
+def _left_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_failed_merge_leaves_nothing_at_out_so_a_rerun_works(tmp_path: Path) -> None:
+    make_store(tmp_path / "a", [2, 3], seed=1)
+    make_store(tmp_path / "b", [4], seed=2)
+    _damage(tmp_path / "b", "data/intervention")  # read while copying, after a's episodes
+    with pytest.raises(StoreCorruptError):
+        merge_stores([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    assert _left_in(tmp_path) == ["a", "b"]  # no store, no hidden partial folder
+    shutil.rmtree(tmp_path / "b")
+    make_store(tmp_path / "b", [4], seed=2)  # the damage repaired, the same command again
+    assert merge_stores([tmp_path / "a", tmp_path / "b"], tmp_path / "m") == 3
+    assert validate_store(tmp_path / "m") == []
+
+
+def test_filtering_a_store_onto_itself_keeps_the_selected_episodes(tmp_path: Path) -> None:
+    eps = make_store(tmp_path / "s", [3, 1, 5, 2])
+    assert filter_store(tmp_path / "s", tmp_path / "s", episodes=[2, 0], overwrite=True) == 2
+    data = open_store(tmp_path / "s").load()
+    np.testing.assert_array_equal(data.action, np.concatenate([eps[2].action, eps[0].action]))
+    assert validate_store(tmp_path / "s") == [] and _left_in(tmp_path) == ["s"]
+
+
+def test_a_replaced_store_stays_whole_until_its_replacement_is(tmp_path: Path) -> None:
+    old = make_store(tmp_path / "s", [3])
+    new = make_store(tmp_path / "n", [2, 2, 2], seed=3)
+
+    def interrupted() -> Iterator[Episode]:
+        yield new[0]
+        raise KeyboardInterrupt  # Ctrl-C in the middle of the copy
+
+    meta = store_meta(open_store(tmp_path / "n"))
+    with pytest.raises(KeyboardInterrupt):
+        write_store(tmp_path / "s", meta, interrupted(), overwrite=True)
+    data = open_store(tmp_path / "s").load()
+    np.testing.assert_array_equal(data.action, old[0].action)
+    assert _left_in(tmp_path) == ["n", "s"]
+    assert write_store(tmp_path / "s", meta, new, overwrite=True) == 3
+
+
+def test_partial_outputs_of_killed_runs_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    make_store(tmp_path / "a", [2])
+    stale = tmp_path / ".m.x1.handrail-partial"  # a killed merge's leftovers
+    (stale / "m" / "data").mkdir(parents=True)
+    live = tmp_path / ".m.x2.handrail-partial"  # another merge into m, running now
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert merge_stores([tmp_path / "a", tmp_path / "a"], tmp_path / "m") == 2
+        assert not stale.exists() and live.exists()
+    finally:
+        os.close(fd)
+
+
+def test_a_store_another_process_writes_is_not_replaced(tmp_path: Path) -> None:
+    make_store(tmp_path / "a", [2])
+    make_store(tmp_path / "m", [1, 1])
+    with open_writer(tmp_path / "m"), pytest.raises(StoreLockedError, match="open for writing"):
+        merge_stores([tmp_path / "a", tmp_path / "a"], tmp_path / "m", overwrite=True)
+    assert open_store(tmp_path / "m").num_episodes == 2
+    assert _left_in(tmp_path) == ["a", "m"]
+
+
+def test_a_folder_that_is_not_a_store_is_never_replaced(tmp_path: Path) -> None:
+    make_store(tmp_path / "a", [2])
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="not a handrail episode store"):
+        filter_store(tmp_path / "a", tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    (tmp_path / "empty").mkdir()  # an empty folder is taken without --overwrite
+    assert filter_store(tmp_path / "a", tmp_path / "empty") == 1
+
+
+def test_nan_in_a_source_stops_filter_and_merge_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    from handrail.demos.episodes import write_episode
+
+    eps = make_store(tmp_path / "a", [2, 3])
+    eps[1].reward[2] = np.nan
+    with create_store(tmp_path / "bad", kind="demo", obs_fields=FIELDS, action_dim=2,
+                      control_dt_s=0.05, task="reach") as writer:  # fmt: skip
+        for ep in eps:
+            write_episode(writer, ep)  # the writer stores what it is given
+    with pytest.raises(NonFiniteError, match="episode 1: reward is nan at step 2"):
+        filter_store(tmp_path / "bad", tmp_path / "out")
+    with pytest.raises(NonFiniteError, match=f"{tmp_path / 'bad'}: 1 episode"):
+        merge_stores([tmp_path / "a", tmp_path / "bad"], tmp_path / "out")
+    assert _left_in(tmp_path) == ["a", "bad"]
+    assert filter_store(tmp_path / "bad", tmp_path / "out", episodes=[0]) == 1

@@ -319,3 +319,49 @@ def test_sigkill_while_recording_keeps_every_committed_episode_whole(tmp_path: P
     assert data.num_episodes == committed + 1
     _assert_episode(data, committed, G["gen_episode"](99))
     assert validate_store(path) == []
+
+
+COUNTING_SCRIPT = (
+    GEN_SRC
+    + """
+import sys
+from handrail.demos import EpisodeRecorder
+path, base = sys.argv[1], int(sys.argv[2])
+with EpisodeRecorder.append(path, obs_fields=FIELDS, action_dim=ACTION_DIM) as rec:
+    print("recording", flush=True)
+    for i in range(10**6):
+        for step in gen_episode(base + i):
+            rec.add(step)
+        print(base + i, flush=True)  # the recorder took the episode's last step: it is finished
+"""
+)
+
+
+def test_sigkill_loses_at_most_the_last_finished_episode(tmp_path: Path) -> None:
+    """Killed at random points, a recording loses its unfinished episode and at most one
+    finished one (the recorder lets no more than one finished episode wait for its commit)."""
+    path, script = tmp_path / "s", tmp_path / "count.py"
+    script.write_text(COUNTING_SCRIPT)
+    _create(path).close()
+    delays = np.random.default_rng(1).uniform(0.2, 1.0, size=6)
+    lost = []
+    for k, delay in enumerate(delays):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(path), str(1000 * (k + 1))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            ready = proc.stdout.readline() if proc.stdout else ""
+            time.sleep(float(delay))  # episodes of 2..40 steps finish far faster than commits
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            out, err = proc.communicate()
+        assert ready == "recording\n", err
+        finished = {int(line) for line in out.split()}
+        committed = {r.seed for r in open_store(path).episodes}
+        assert finished, "no episode finished before the kill"
+        lost.append(len(finished - committed))
+    assert max(lost) <= 1, lost
+    assert validate_store(path) == []

@@ -53,6 +53,15 @@ def test_drift_above_tolerance_and_short_replays_are_failures() -> None:
     ]
 
 
+def test_a_nan_drift_is_a_failure_not_a_pass() -> None:
+    """nan compares false with everything: "drift > tolerance" alone would let it pass."""
+    rec = {"goal": np.zeros((3, 2))}
+    lost = episode_drift(4, rec, {"goal": np.array([[0.0, 0.0], [np.nan, 0.0], [0.0, 0.0]])})
+    assert drift_failures([lost], tolerance=1e-4) == [
+        "episode 4: max abs error above 0.0001: goal nan"
+    ]
+
+
 def test_overall_weights_means_by_steps() -> None:
     a = episode_drift(0, {"x": np.zeros((1, 1))}, {"x": np.ones((1, 1))})
     b = episode_drift(1, {"x": np.zeros((3, 1))}, {"x": np.zeros((3, 1))})

@@ -320,3 +320,69 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     w.close()
     with pytest.raises(StoreError, match="closed"):
         w.begin_episode()
+
+
+def _shapes(path: Path) -> dict[str, int]:
+    """Rows of every array as its metadata on disk says (what plain zarr shows)."""
+    import json
+
+    docs = {p.parent: json.loads(p.read_text()) for p in path.rglob("zarr.json")}
+    return {str(d.relative_to(path)): doc["shape"][0] for d, doc in docs.items() if "shape" in doc}
+
+
+def _write_steps(writer, n: int) -> dict:
+    obs = {"x": np.ones(2, np.float32)}
+    for t in range(n):
+        writer.add_step(obs=obs, action=np.zeros(2), reward=float(t), terminated=False,
+                        truncated=t == n - 1)  # fmt: skip
+    return obs
+
+
+@pytest.mark.parametrize("chunks_only", [True, False], ids=["chunks", "every-file"])
+def test_a_full_disk_keeps_the_committed_episodes_and_cuts_the_rest(
+    tmp_path: Path, full_disk, chunks_only: bool
+) -> None:
+    from handrail.demos import StoreWriteError
+    from handrail.demos.ops import validate_store
+
+    path = tmp_path / "s"
+    writer = create_store(path, kind="demo", obs_fields=[FieldSpec("x", "float32", (2,))],
+                          action_dim=2, control_dt_s=0.05, task="t")  # fmt: skip
+    for _ in range(2):
+        writer.begin_episode()
+        obs = _write_steps(writer, 5)
+        writer.end_episode(final_obs=obs, success=True)
+    full_disk.full, full_disk.chunks_only = True, chunks_only
+    writer.begin_episode()
+    _write_steps(writer, 300)  # more than one staging block: rows go to disk mid-episode
+    with pytest.raises(StoreWriteError, match="the disk is full") as info:
+        writer.flush()
+    assert info.value.committed == 2 and "2 episodes committed before it" in str(info.value)
+    if chunks_only:  # metadata still fits: the arrays are cut back to the two episodes
+        writer.close()  # raised already: closing does not raise it again
+        assert set(_shapes(path).values()) <= {2, 10} and _shapes(path)["data/action"] == 10
+        assert _shapes(path)["meta/episode_ends"] == 2
+    else:  # not a byte left: the arrays stay longer, and closing says so
+        with pytest.raises(StoreWriteError, match="cutting its arrays back failed") as info:
+            writer.close()
+        assert not info.value.cut and _shapes(path)["data/action"] > 10
+    assert open_store(path).num_episodes == 2 and validate_store(path) == []
+    full_disk.full = False  # space freed: appending works, and cuts what was left
+    with open_writer(path) as w:
+        w.begin_episode()
+        w.end_episode(final_obs=_write_steps(w, 3), success=False)
+    assert open_store(path).num_steps == 13 and _shapes(path)["data/action"] == 13
+    assert not (path / "handrail.pending.json").exists()
+
+
+def test_a_store_the_full_disk_stopped_being_created_leaves_no_folder(
+    tmp_path: Path, full_disk
+) -> None:
+    full_disk.full, full_disk.chunks_only = True, False
+    with pytest.raises(OSError, match="No space left"):
+        create_store(tmp_path / "s", kind="demo", obs_fields=[FieldSpec("x", "float32", ())],
+                     action_dim=2, control_dt_s=0.05, task="t")  # fmt: skip
+    assert not (tmp_path / "s").exists()  # the next try needs no --overwrite
+    full_disk.full = False
+    create_store(tmp_path / "s", kind="demo", obs_fields=[FieldSpec("x", "float32", ())],
+                 action_dim=2, control_dt_s=0.05, task="t").close()  # fmt: skip

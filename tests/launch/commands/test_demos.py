@@ -175,4 +175,148 @@ def test_record_and_replay_names_stay_importable_from_demos_cmd() -> None:
         for name in names:
             assert getattr(demos_cmd, name) is getattr(home, name), name
     for name in own:  # what `handrail demos <name>` runs
-        assert cli.COMMANDS[("demos", name.rstrip("_"))].target == f"demos_cmd:{name}"
+        target = cli.COMMANDS[("demos", name.rstrip("_"))].target
+        assert target == f"handrail.launch.commands.demos:{name}"
+
+
+def _store_with_nan(recorded: Path, path: Path) -> Path:
+    """A copy of ``recorded`` whose episode 1 holds a nan observation (written as it is, as an
+    older handrail or another Zarr writer could have)."""
+    from handrail.demos import create_store
+    from handrail.demos.ops import iter_store_episodes, store_meta, write_episode
+
+    reader = open_store(recorded)
+    meta = store_meta(reader)
+    eps = [ep for _, ep in iter_store_episodes(reader)]
+    eps[1].obs["goal"][2, 0] = np.nan
+    with create_store(path, kind=meta.kind, obs_fields=list(meta.obs_fields),
+                      action_dim=meta.action_dim, control_dt_s=meta.control_dt_s,
+                      task=meta.task) as writer:  # fmt: skip
+        for ep in eps:
+            write_episode(writer, ep)
+    return path
+
+
+def test_nan_in_a_store_stops_filter_and_merge_with_one_line(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _store_with_nan(recorded, tmp_path / "bad")
+    out = tmp_path / "out"
+    for argv in (["filter", str(bad)], ["merge", str(recorded), str(bad)]):
+        assert cli.main(["demos", *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"{bad}: 1 episode(s) hold nan or inf" in err
+        assert "episode 1: obs 'goal' is nan at step 2" in err
+        assert err.endswith(f"handrail demos filter {bad} --out {bad}-finite --episodes 0,2")
+        assert not out.exists()
+    # the fix it names works, and the merge of the result then does too: a failed merge left
+    # nothing at --out that the rerun would trip over
+    assert (
+        cli.main(["demos", "filter", str(bad), "--out", f"{bad}-finite", "--episodes", "0,2"]) == 0
+    )
+    assert cli.main(["demos", "merge", str(recorded), f"{bad}-finite", "--out", str(out)]) == 0
+    assert open_store(out).num_episodes == 5
+
+
+def test_an_existing_out_names_the_overwrite_flag(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "taken"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    for argv in (
+        ["merge", str(recorded), str(recorded)],
+        ["filter", str(recorded)],
+        ["export", str(recorded), "--format", "lerobot"],
+        ["import", str(recorded), "--format", "lerobot"],
+    ):
+        assert cli.main(["demos", *argv, "--out", str(target)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(
+            f"error: --out {target} already exists: pass --overwrite to replace it, or choose "
+            "another --out"
+        ), err
+        assert "overwrite=True" not in err and "open_writer" not in err
+    for argv in (["filter", str(recorded)], ["export", str(recorded), "--format", "lerobot"]):
+        assert cli.main(["demos", *argv, "--out", str(target), "--overwrite"]) == 2
+        assert "refusing to replace" in capsys.readouterr().err  # not a store, not an export
+    assert cli.main(["demos", "export", str(recorded), "--format", "robomimic", "--out",
+                     str(target), "--overwrite"]) == 2  # fmt: skip
+    assert "is a folder; this export writes one file" in capsys.readouterr().err
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+
+
+def test_ctrl_c_during_merge_leaves_out_as_it_was(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from handrail.demos import ops
+
+    real = ops.iter_store_episodes
+
+    def interrupted(reader, **filters):
+        for k, item in enumerate(real(reader, **filters)):
+            if k == 2:
+                raise KeyboardInterrupt  # Ctrl-C while the third episode is copied
+            yield item
+
+    monkeypatch.setattr(ops, "iter_store_episodes", interrupted)
+    out = tmp_path / "m"
+    assert cli.main(["demos", "merge", str(recorded), str(recorded), "--out", str(out)]) == 130
+    assert f"interrupted; nothing was written to {out}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no store, no hidden partial folder
+
+
+def test_importing_nan_is_refused_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zarr
+
+    root = zarr.open_group(str(tmp_path / "dp.zarr"), mode="w", zarr_format=2)
+    data = root.create_group("data")
+    data.create_array("state", data=np.zeros((7, 3), np.float32))
+    action = np.ones((7, 2), np.float32)
+    action[4, 1] = np.inf
+    data.create_array("action", data=action)
+    root.create_group("meta").create_array("episode_ends", data=np.array([3, 7], np.int64))
+    store = tmp_path / "s"
+    args = ["--format", "diffusion_policy", "--out", str(store), "--control-dt-s", "0.1"]
+    assert cli.main(["demos", "import", str(tmp_path / "dp.zarr"), *args]) == 2
+    err = capsys.readouterr().err
+    assert "episode 1 of the input: action is inf at step 1" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dp.zarr"]
+
+
+def test_writing_into_a_read_only_folder_is_one_line(recorded: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    locked = tmp_path / "ro"
+    shutil.copytree(recorded, locked / "s")
+    for p in [locked, *locked.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    cmd = [sys.executable, "-m", "handrail.launch.cli", "demos"]
+    if os.geteuid() == 0:  # root writes anywhere: drop the capabilities that let it
+        caps = "-dac_override,-dac_read_search"
+        cmd = ["setpriv", "--bounding-set", caps, "--inh-caps", caps, *cmd]
+    try:
+        for argv, where in (
+            (["filter", str(recorded), "--out", str(locked / "new")], locked),
+            (
+                ["filter", str(locked / "s"), "--out", str(locked / "s"), "--overwrite"],
+                locked / "s",
+            ),
+        ):
+            proc = subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 2, proc.stderr
+            assert proc.stderr.strip() == (
+                f"handrail demos filter: error: cannot write {where}: Permission denied; use a "
+                "folder you can write to, or get write access to it"
+            )
+        assert sorted(p.name for p in locked.iterdir()) == ["s"]
+        assert open_store(locked / "s").num_episodes == 3
+    finally:
+        for p in [locked, *locked.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)

@@ -126,3 +126,59 @@ def test_recording_with_a_device_needs_an_arm_task(tmp_path: Path, capsys) -> No
     ]
     assert cli.main(args) == 2
     assert "valid tasks" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_recording_into_an_existing_store_names_the_command_flags(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    out = tmp_path / "s"
+    shutil.copytree(recorded, out)
+    assert cli.main(["record", "--task", "reach", "--episodes", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"handrail record: error: --out {out} already exists: pass --append to add episodes "
+        "to it, --overwrite to replace it, or choose another --out"
+    )
+    assert open_store(out).num_episodes == 3
+    missing = tmp_path / "missing"
+    argv = ["record", "--task", "reach", "--episodes", "1", "--out", str(missing), "--append"]
+    assert cli.main(argv) == 2
+    assert "does not exist: drop --append to create it" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_a_full_disk_while_recording_is_one_line_and_keeps_the_committed_episodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+    import json
+
+    import zarr.storage._local as zarr_local
+
+    real_put, chunks = zarr_local._put, [0]
+
+    def put(path, value, exclusive=False):  # chunk files fail once ~3 episodes are on disk
+        if "/c/" in Path(path).as_posix():
+            chunks[0] += 1
+            if chunks[0] > 60:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_put(path, value, exclusive)
+
+    monkeypatch.setattr(zarr_local, "_put", put)
+    out = tmp_path / "s"
+    assert cli.main(["record", "--task", "reach", "--episodes", "30", "--out", str(out)]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "handrail record" in ln]
+    kept = open_store(out).num_episodes
+    assert len(lines) == 1 and lines[0].startswith("handrail record: error:"), lines
+    assert "the disk is full" in lines[0] and f"it keeps the {kept} episodes" in lines[0]
+    assert "record more with --append" in lines[0] and 1 <= kept < 30
+    shapes = {p.parent.name: json.loads(p.read_text()).get("shape") for p in out.rglob("zarr.json")}
+    assert shapes["action"] == [open_store(out).num_steps, 4]  # cut back to the committed rows
+    assert shapes["episode_ends"] == [kept]
+    monkeypatch.setattr(zarr_local, "_put", real_put)  # space freed
+    argv = ["record", "--task", "reach", "--episodes", "1", "--out", str(out), "--append"]
+    assert cli.main(argv) == 0
+    assert open_store(out).num_episodes == kept + 1
+    assert cli.main(["demos", "validate", str(out)]) == 0

@@ -81,3 +81,27 @@ def test_on_robot_says_what_it_waits_for(
     assert cli.main(["replay", str(tmp_path / "x"), "--on-robot"]) == 2
     err = capsys.readouterr().err
     assert "ROS 2" in err and "safety filter" in err
+
+
+def test_a_store_holding_nan_is_refused_before_the_replay(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A nan observation once replayed as "OK" with a nan drift; now it is named up front."""
+    from handrail.demos import create_store
+    from handrail.demos.ops import iter_store_episodes, store_meta, write_episode
+
+    reader = open_store(recorded)
+    meta = store_meta(reader)
+    eps = [ep for _, ep in iter_store_episodes(reader)]
+    eps[2].obs["proprio"][1, 3] = np.nan
+    bad = tmp_path / "bad"
+    with create_store(bad, kind=meta.kind, obs_fields=list(meta.obs_fields),
+                      action_dim=meta.action_dim, control_dt_s=meta.control_dt_s,
+                      task=meta.task) as writer:  # fmt: skip
+        for ep in eps:
+            write_episode(writer, ep)  # the writer stores what it is given
+    assert cli.main(["replay", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert "OK" not in out and "episode 2: obs 'proprio' is nan at step 1" in err
+    assert err.count("\n") == 1  # one line
+    assert cli.main(["replay", str(bad), "--episodes", "0,1"]) == 0  # the others replay
