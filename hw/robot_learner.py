@@ -138,9 +138,12 @@ def _example_obs(space: Any) -> dict[str, np.ndarray]:
 def _demo_rows(path: str, obs_spec: ObsSpec, action_spec: ActionSpec) -> Any:
     """Successful episodes of a store as replay rows, checked against the learner's specs."""
     import handrail.demos
+    from handrail.demos.finite import require_finite
     from handrail.learners.demo_data import check_fields, to_rows
 
-    data = handrail.demos.open_store(path).load(successful_only=True)
+    reader = handrail.demos.open_store(path)
+    require_finite(reader, reader.select(successful_only=True))  # named before the first update
+    data = reader.load(successful_only=True)
     if data.num_episodes == 0:
         raise ValueError(f"demos {path!r}: the store holds no successful episode")
     check_fields(data, obs_spec, action_spec)

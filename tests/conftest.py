@@ -30,7 +30,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _SERIAL_PATHS = (
     "tests/hw/",
-    "tests/launch/test_ros_launch",
+    "tests/launch/ros/",
     "tests/bench/test_ros.py",
     "tests/control/test_device_io.py",
 )
@@ -143,3 +143,27 @@ def in_netns() -> Callable[..., subprocess.CompletedProcess[str]]:
                               timeout=timeout_s)  # fmt: skip
 
     return run
+
+
+@pytest.fixture
+def nan_demo_store(tmp_path: Path) -> Path:
+    """A `reach` demo store of two successful 3-step episodes; episode 1's last action is nan."""
+    import numpy as np
+
+    from handrail.app.envs import make_env
+    from handrail.demos import create_store
+    from handrail.demos.format import fields_from_space
+
+    fields = fields_from_space(make_env("reach").observation_space)
+    store = tmp_path / "nan_demos"
+    with create_store(store, kind="demo", obs_fields=fields, action_dim=4, control_dt_s=0.1,
+                      task="reach") as writer:  # fmt: skip
+        obs = {f.name: np.zeros(f.shape, f.dtype) for f in fields}
+        for episode in range(2):
+            writer.begin_episode(seed=episode)
+            for t in range(3):
+                action = np.full(4, np.nan if (episode, t) == (1, 2) else 0.0, np.float32)
+                writer.add_step(obs=obs, action=action, reward=0.0, terminated=t == 2,
+                                truncated=False)  # fmt: skip
+            writer.end_episode(final_obs=obs, success=True)
+    return store

@@ -103,6 +103,7 @@ def bc(cmd: BCCommand) -> int:
     from handrail.app.config import format_env_kwargs, preset
     from handrail.app.envs import make_env
     from handrail.demos.errors import StoreError
+    from handrail.demos.finite import require_finite
     from handrail.learners.checkpoint import write_checkpoint_dir
     from handrail.learners.demo_data import check_fields
     from handrail.learners.runlog import RunDir
@@ -119,6 +120,7 @@ def bc(cmd: BCCommand) -> int:
             raise ValueError("the store holds no successful episodes")
         ids = _acted_by(reader, ids, cmd.acted_by)
         ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
+        require_finite(reader, ids)  # nan or inf: named now, not by a loss later
         data = reader.load(episodes=ids)
         env_settings = preset(task).env  # the task's, as train and eval use them
         env = make_env(task, **env_settings)

@@ -47,3 +47,11 @@ def test_the_robot_learner_leaves_out_the_configs_keys_and_the_given_ones(tmp_pa
         RobotLearner(env, str(_config(tmp_path / "c.json", ignore_obs_keys=["camera"])),
                      str(tmp_path / "run2"), seed=0)  # fmt: skip
     env.close()
+
+
+def test_a_demo_store_holding_nan_is_named_before_learning(nan_demo_store: Path) -> None:
+    from handrail.demos.errors import NonFiniteError
+    from handrail.hw.robot_learner import _demo_rows
+
+    with pytest.raises(NonFiniteError, match="episode 1: action is nan at step 2"):
+        _demo_rows(str(nan_demo_store), None, None)  # type: ignore[arg-type]

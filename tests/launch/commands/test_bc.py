@@ -178,3 +178,13 @@ def test_bad_input_is_one_line(
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_demo_store_holding_nan_is_one_line_before_the_run_folder(
+    nan_demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bc", "--demos", str(nan_demo_store), "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "episode 1: action is nan at step 2" in err and "--episodes 0" in err
+    assert not (tmp_path / "r").exists()
