@@ -49,10 +49,12 @@ def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> E
     """The run's demonstrations (None without any), checked against the learner's specs.
 
     Raises:
-        ValueError: the store is missing, locked, damaged, holds no successful episode, or its
-            fields do not match the task (the message names the field and the fix).
+        FileNotFoundError: ``--demos`` names nothing.
+        ValueError: the store is locked, damaged, holds no successful episode, or its fields do
+            not match the task (the message names the field and the fix).
     """
     from handrail.demos.errors import StoreError
+    from handrail.demos.finite import require_finite
     from handrail.learners.demo_data import check_fields
 
     if cfg.expert_demos:
@@ -60,8 +62,16 @@ def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> E
     elif cfg.demos is not None:
         import handrail.demos
 
+        if not cfg.demos.exists():
+            raise FileNotFoundError(
+                f"--demos {cfg.demos}: no such file or folder; give an episode store (as "
+                "`handrail record --out` writes, or `handrail demos import` converts)"
+            )
         try:
-            data = handrail.demos.open_store(cfg.demos).load(successful_only=True)
+            reader = handrail.demos.open_store(cfg.demos)
+            successful = reader.select(successful_only=True)
+            require_finite(reader, successful)  # nan or inf: named now, not by a loss later
+            data = reader.load(episodes=successful)
             if data.num_episodes == 0:
                 raise ValueError("the store holds no successful episodes")
             check_fields(data, obs_spec, action_spec)

@@ -4,11 +4,18 @@
 checks every input (observation keys, demonstrations, the recording store) before it creates
 anything, and trains with handrail's JAX SAC (or SB3's SAC with ``--learner sb3``), writing
 everything into one run folder (see :mod:`handrail.learners.runlog`).
+
+A run folder holds one run: a new run creates its own (an existing one is refused), and
+``--resume`` changes nothing in it until its latest checkpoint has loaded. That checkpoint
+also says how many episodes the ``--record`` store held when it was saved; the store is rolled
+back to them, since the steps after the checkpoint are taken again. A run stopped by a second
+Ctrl-C or a full disk ends in one line naming the checkpoint it kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import signal
@@ -18,23 +25,65 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from handrail.app.config import TrainConfig, check_task_options, default_run_dir, preset
+from handrail.app.config import Settings, TrainConfig, check_task_options, default_run_dir, preset
 from handrail.app.envs import make_env
+from handrail.app.runs import (
+    exists_message,
+    kept_checkpoint,
+    load_latest,
+    new_run_folder,
+    resume_recording,
+    save_trainer,
+)
 from handrail.app.train_demos import load_demos
+from handrail.learners.checkpoint import CheckpointError, read_json
 
 _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 """Options that may change when a run is resumed (the rest come from its config.json)."""
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""OSErrors that mean the disk (or the user's quota) is full."""
 
 
 def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
-    """The config and folder of the run: a new one, or the one ``--resume`` continues."""
+    """The config and folder of the run: a new one, or the one ``--resume`` continues.
+
+    Reads only: :func:`train` creates a new run's folder once every input is checked.
+
+    Raises:
+        ValueError: ``--run-dir`` exists; the folder to resume is not a run, or its config.json
+            is damaged or from a newer handrail; options were given that a resume cannot change.
+    """
     if config.resume is None:
-        return config, Path(config.run_dir) if config.run_dir else default_run_dir(config)
+        if config.run_dir is None:
+            return config, default_run_dir(config)
+        if Path(config.run_dir).exists():
+            raise ValueError(exists_message(Path(config.run_dir)))
+        return config, Path(config.run_dir)
     run_path = Path(config.resume)
     saved_path = run_path / "config.json"
     if not saved_path.is_file():
-        raise ValueError(f"--resume {run_path}: not a run folder (no config.json in it)")
-    saved = TrainConfig.from_json(json.loads(saved_path.read_text()))
+        raise ValueError(
+            f"--resume {run_path}: not a run folder (no config.json in it); start a new run "
+            "with --run-dir"
+        )
+    try:
+        saved = TrainConfig.from_json(read_json(saved_path))
+    except CheckpointError as exc:  # the file is damaged: there is no config to resume with
+        raise ValueError(
+            f"--resume {run_path}: {exc}; the run cannot be resumed: start afresh with another "
+            "--run-dir (its checkpoints stay usable: handrail eval)"
+        ) from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(
+            f"--resume {run_path}: {saved_path} is not a config this handrail reads ({exc}); "
+            "a newer handrail wrote it? Upgrade handrail to resume it, or start afresh with "
+            "another --run-dir"
+        ) from None
+    if saved.learner != "jax":
+        raise ValueError(
+            f"--resume {run_path}: --resume is supported with --learner jax only, not "
+            f"{saved.learner}; start afresh with another --run-dir"
+        )
     default = preset(config.task, residual_on=config.residual_on, human=config.human)
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
@@ -50,8 +99,11 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
     return dataclasses.replace(saved, **keep), run_path
 
 
-def train(config: TrainConfig) -> int:
-    """Train a policy on a task and write a run folder (config, checkpoints, metrics, plot)."""
+def train(config: TrainConfig, settings: Settings | None = None) -> int:
+    """Train a policy on a task and write a run folder (config, checkpoints, metrics, plot);
+    ``settings``: the layer of each setting of ``config`` (``settings.json``), if known."""
+    from handrail.app.provenance import run_settings, write_settings
+    from handrail.learners.loop import AsyncTrainer
     from handrail.learners.runlog import RunDir
 
     cfg, run_path = resolve_run(config)
@@ -62,27 +114,51 @@ def train(config: TrainConfig) -> int:
     if cfg.residual_on is not None:  # the base's action joins every observation
         env, eval_env, demos = with_base(cfg, env, eval_env, demos)
     specs = learner_specs(env, cfg)
-    recorder = open_recorder(cfg, env)  # checked before the run folder exists
+    recorded_env = env  # what the store records: the task's observations
     if cfg.human != "none":  # after the expert demos: those are the expert's alone
         from handrail.app.human import with_human
 
         env = with_human(env, cfg.task, cfg.human, cfg.hil, cfg.success_key)
-    print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
+    settings = run_settings(cfg, run_path, settings)
+    print(f"handrail train: preset: {settings.preset}", file=sys.stderr)
+    trainer = recorder = None
+    ours = run_path if cfg.resume is not None else None  # the run folder, once it is this run's
     try:
+        if cfg.learner == "jax":
+            trainer = _make_trainer(cfg, env, demos, specs)
+        # A resume loads its checkpoint before anything changes (the store, the run folder).
+        if trainer is not None and cfg.resume is not None:
+            kept = load_latest(trainer, run_path)
+            _resume_wrappers(env, trainer.env_steps)
+            if cfg.record is not None:  # the episodes after the checkpoint are taken again
+                resume_recording(cfg.record, kept, cfg.seed + trainer.episodes,
+                                 person=cfg.human != "none")  # fmt: skip
+        recorder = open_recorder(cfg, recorded_env)  # checked before the run folder exists
+        if cfg.resume is None:
+            run_path = ours = new_run_folder(run_path, numbered=cfg.run_dir is None)
+        print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
         with RunDir(run_path) as run:
             run.write_config(cfg.to_json())
-            if cfg.learner in ("sb3", "sbx"):
+            write_settings(run_path, settings)  # which layer set each setting
+            if trainer is None:
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)
             else:
-                sinks = [] if recorder is None else [recorder]
-                if recorder is not None and cfg.human != "none":
-                    from handrail.app.human import KeepOrDiscard
-
-                    sinks = [KeepOrDiscard(recorder, env)]  # "record again" drops the episode
-                last = _train_jax(cfg, env, eval_env, run, demos, specs, sinks)
+                last = _train_jax(cfg, trainer, eval_env, run, recorder)
                 if cfg.human != "none":
                     _print_interventions(run, env)
+    except KeyboardInterrupt as exc:  # a second Ctrl-C: launch prints this note as one line
+        exc.add_note(kept_checkpoint(ours))
+        raise
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise
+        raise ValueError(
+            f"{exc.strerror} (writing {exc.filename or run_path}): free some space first; "
+            f"{kept_checkpoint(ours)}"
+        ) from exc
     finally:
+        if isinstance(trainer, AsyncTrainer):
+            trainer.close()
         if recorder is not None:
             recorder.close()
         env.close()
@@ -182,34 +258,47 @@ def _graceful_interrupt() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _train_jax(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
-               specs: tuple[Any, Any], sinks: list[Any]) -> dict[str, Any] | None:  # fmt: skip
-    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record."""
+def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]) -> Any:
+    """The trainer of handrail's JAX SAC/RLPD (fused or asynchronous, as ``cfg.loop`` says)."""
     from handrail.learners.agents.sac import SAC
-    from handrail.learners.checkpoint import write_checkpoint_dir
     from handrail.learners.demo_data import to_rows
     from handrail.learners.loop import AsyncTrainer, Trainer
 
     sac = SAC(*specs, cfg.sac)
     rows = None if demos is None else to_rows(demos, *specs)
     kind = AsyncTrainer if cfg.loop.mode == "async" else Trainer
-    trainer = kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, sinks=sinks,
-                   success_key=cfg.success_key)  # fmt: skip
+    return kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, success_key=cfg.success_key)
+
+
+def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any,
+               recorder: Any) -> dict[str, Any] | None:  # fmt: skip
+    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record.
+
+    A new run saves a checkpoint before its first step, so that it can be resumed (and its
+    ``--record`` store rolled back) whenever it stops.
+    """
+    from handrail.learners.checkpoint import write_checkpoint_dir
+
+    if recorder is not None:
+        sink = recorder
+        if cfg.human != "none":
+            from handrail.app.human import KeepOrDiscard
+
+            sink = KeepOrDiscard(recorder, trainer.actor.env)  # "record again" drops it
+        trainer.actor.sinks.append(sink)
     if cfg.resume is not None:
-        trainer.load(run.latest_dir)
         run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again
-        _resume_wrappers(env, trainer.env_steps)
 
     def save_latest() -> None:
-        write_checkpoint_dir(run.latest_dir, trainer.save_into)
+        write_checkpoint_dir(run.latest_dir, functools.partial(save_trainer, trainer, recorder))
 
-    monitor = _jax_monitor(cfg, eval_env, run, trainer, sac, save_latest)
+    if cfg.resume is None:
+        save_latest()
+    monitor = _jax_monitor(cfg, eval_env, run, trainer, trainer.sac, save_latest)
     try:
         _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none")
     finally:
         monitor.close()
-        if isinstance(trainer, AsyncTrainer):
-            trainer.close()
     return monitor.last_eval
 
 
@@ -283,8 +372,6 @@ def _train_sb3(cfg: TrainConfig, env: Any, eval_env: Any, run: Any, demos: Any,
     """Train SB3's or SBX's SAC (``--learner sb3|sbx``) into ``run``."""
     from handrail.learners.sb3_backend import PeerRun, peer_differences, train_sb3
 
-    if cfg.resume is not None:
-        raise ValueError(f"--resume is supported with --learner jax only, not {cfg.learner}")
     differences = peer_differences(cfg.sac, cfg.loop, library=cfg.learner,
                                    library_defaults=cfg.peer_defaults,
                                    demos=demos is not None)  # fmt: skip

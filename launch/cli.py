@@ -32,9 +32,9 @@ class Command:
 # (group, name) -> Command. A group of "" means a top-level command such as `handrail train`.
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("train",): Command(
-        "handrail.launch.commands.train:train",
+        "handrail.launch.commands.train:run",
         "Train a policy (SAC/RLPD in JAX, or SB3) on a task.",
-        parse="handrail.launch.commands.train:parse_args",
+        parse="handrail.launch.commands.train:parse_command",
     ),
     ("eval",): Command(
         "handrail.launch.commands.evaluate:evaluate",
@@ -239,6 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes = "".join(f" {note}" for note in getattr(err, "__notes__", ()))
         print(f"handrail {' '.join(key)}: error: {err}{notes}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, with what was kept where a command says
+        if os.environ.get("HANDRAIL_DEBUG"):
+            raise
+        notes = "".join(f"; {note}" for note in getattr(err, "__notes__", ()))
+        print(f"\nhandrail {' '.join(key)}: interrupted{notes}", file=sys.stderr)
+        return 130
     return int(result) if isinstance(result, int) else 0
 
 

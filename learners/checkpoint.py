@@ -31,14 +31,35 @@ FORMAT_VERSION = 1
 """Bumped when the checkpoint layout changes."""
 
 
-def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], None]) -> Path:
+class CheckpointError(ValueError):
+    """A checkpoint's file is missing, damaged (truncated, not JSON) or of a newer format.
+
+    The message names the file; a command adds what to do about it (another checkpoint, a
+    fresh run) with ``add_note``.
+    """
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The parsed JSON file at ``path``; CheckpointError naming it when it is missing or damaged."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+        raise CheckpointError(f"{path} is damaged: not valid JSON ({exc})") from None
+
+
+def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], object]) -> Path:
     """Write a new checkpoint folder beside the current one, then switch to it atomically.
 
     ``link`` (e.g. ``run/checkpoints/latest``) is a symlink to a hidden folder
     ``.<name>.<generation>`` next to it. ``fill(folder)`` writes the new generation's files
-    into a fresh folder; once they are synced, a new symlink replaces ``link`` with one
-    ``os.replace``. A crash at any point leaves ``link`` on either the previous or the new
-    folder, never on a mix; folders no link points to are removed by the next save.
+    into a fresh folder (what it returns is ignored); once they are synced, a new symlink
+    replaces ``link`` with one ``os.replace``. A crash at any point leaves ``link`` on either
+    the previous or the new folder, never on a mix; folders no link points to are removed by
+    the next save. A save that fails (an OSError such as a full disk, an interrupt) removes
+    its new folder and re-raises, the previous one intact.
 
     Returns:
         The new folder.
@@ -58,14 +79,19 @@ def write_checkpoint_dir(link: str | os.PathLike[str], fill: Callable[[Path], No
     folder = parent / f"{prefix}{max(gens, default=0) + 1:06d}"
     if folder.exists():
         shutil.rmtree(folder)
-    folder.mkdir()
-    fill(folder)
-    fsync_paths(p for p in folder.rglob("*") if p.is_file())
-    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
-        fsync_dir(sub)
     tmp_link = parent / f"{prefix}link.tmp"
-    tmp_link.unlink(missing_ok=True)
-    os.symlink(folder.name, tmp_link)
+    folder.mkdir()
+    try:
+        fill(folder)
+        fsync_paths(p for p in folder.rglob("*") if p.is_file())
+        for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+            fsync_dir(sub)
+        tmp_link.unlink(missing_ok=True)
+        os.symlink(folder.name, tmp_link)
+    except BaseException:  # a failed save (disk full, Ctrl-C) leaves nothing but the last one
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp_link.unlink(missing_ok=True)
+        raise
     os.replace(tmp_link, link)
     fsync_dir(parent)
     for old in parent.glob(f"{prefix}*"):  # the previous generation and crashed attempts
@@ -110,14 +136,20 @@ def read_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The parsed ``config.json`` of a checkpoint folder (clear error when it is not one)."""
     path = Path(directory)
     if not (path / CONFIG_FILE).is_file() or not (path / STATE_FILE).is_file():
-        raise ValueError(
+        raise CheckpointError(
             f"{path} is not a handrail checkpoint: expected {CONFIG_FILE} and {STATE_FILE} in it"
         )
-    meta = json.loads((path / CONFIG_FILE).read_text())
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: checkpoint format_version {meta.get('format_version')} is not supported "
-            f"(this code reads version {FORMAT_VERSION})"
+    meta = read_json(path / CONFIG_FILE)
+    version = meta.get("format_version") if isinstance(meta, dict) else None
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path / CONFIG_FILE}: checkpoint format_version {version} was written by a newer "
+            f"handrail (this one reads version {FORMAT_VERSION}); upgrade handrail to load it"
+        )
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path / CONFIG_FILE}: not a checkpoint's config (format_version {version!r}, this "
+            f"handrail reads version {FORMAT_VERSION}); the file is damaged or from elsewhere"
         )
     return meta
 
@@ -155,7 +187,12 @@ def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACSta
             + "\nBuild the SAC from the checkpoint's config.json (or load_policy) to use it."
         )
     template = jax.device_get(sac.init(jax.random.PRNGKey(0)))
-    state = flax.serialization.from_bytes(template, (path / STATE_FILE).read_bytes())
+    try:
+        state = flax.serialization.from_bytes(template, (path / STATE_FILE).read_bytes())
+    except Exception as exc:  # msgpack and flax raise several types for a damaged file
+        raise CheckpointError(
+            f"{path / STATE_FILE} is damaged or incomplete ({exc}); it cannot be loaded"
+        ) from None
     return jax.tree_util.tree_map(jax.numpy.asarray, state), meta["extra"]
 
 

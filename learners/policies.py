@@ -10,13 +10,12 @@ the robot's ``actor_node`` all load through it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from handrail.learners.checkpoint import STATE_FILE, checkpoint_folder, load_policy
+from handrail.learners.checkpoint import STATE_FILE, checkpoint_folder, load_policy, read_json
 
 PolicyKind = Literal["sac", "bc", "sb3"]
 
@@ -53,8 +52,8 @@ def locate_checkpoint(path: Path, which: str = "best") -> tuple[Path, dict[str, 
             "checkpoint folder"
         )
     run_config = None if root is None else root / "config.json"
-    config = json.loads(run_config.read_text()) if run_config and run_config.is_file() else None
-    if config is not None and "task" not in config:
+    config = read_json(run_config) if run_config and run_config.is_file() else None
+    if not isinstance(config, dict) or "task" not in config:
         config = None
     return ckpt, config
 

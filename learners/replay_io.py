@@ -7,13 +7,20 @@ compared on load, so a replay is never read back into a learner built differentl
 from __future__ import annotations
 
 import json
+import os
+import zipfile
 from collections.abc import Mapping
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from handrail.learners.checkpoint import CheckpointError
 from handrail.learners.replay import ReplayLayout, ReplayState, init
+
+_COUNTERS = ("layout", "pos", "size", "pending")
+"""The arrays :func:`to_arrays` always writes besides the segments' rows."""
 
 
 def to_arrays(layout: ReplayLayout, state: ReplayState) -> dict[str, np.ndarray]:
@@ -59,3 +66,24 @@ def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> Repla
         size=jnp.asarray(arrays["size"], jnp.int32),
         pending=jnp.asarray(arrays["pending"], jnp.int32),
     )
+
+
+def load_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Every array of a saved replay file (``np.savez``), read into memory.
+
+    Raises:
+        CheckpointError: the file is missing, truncated or damaged, or not a saved replay (the
+            message names the file).
+    """
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"{path} is damaged or incomplete ({exc})") from None
+    missing = [name for name in _COUNTERS if name not in arrays]
+    if missing:
+        raise CheckpointError(f"{path} is not a saved replay: it has no {', '.join(missing)}")
+    return arrays

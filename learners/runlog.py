@@ -13,20 +13,25 @@ Layout of a run folder::
 
 Everything is written so that a crash at any moment leaves a readable folder: each JSONL line is
 flushed as it is written (a torn last line is skipped when reading), and the PNG, the config and
-videos are written to a temporary file and renamed into place.
+videos are written to a temporary file and renamed into place (a write that fails, on a full
+disk, removes its temporary file). A new run gets a folder of its own
+(:func:`create_run_folder`): two runs never write into one.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from handrail.demos.commit import write_bytes_atomic
 
@@ -53,6 +58,9 @@ def _jsonable(value: Any) -> Any:
 class RunDir:
     """A run folder (created if missing; reopened and appended to on resume).
 
+    One process writes a run folder at a time: the folder is locked while a RunDir of it is
+    open (the OS drops the lock when the process dies).
+
     Args:
         path: The folder. Created with parents if it does not exist.
         tensorboard: Also write TensorBoard event files under ``tb/``.
@@ -61,6 +69,7 @@ class RunDir:
     def __init__(self, path: str | os.PathLike[str], *, tensorboard: bool = True) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self._lock: int | None = _lock_folder(self.path)
         self.checkpoints_dir.mkdir(exist_ok=True)
         previous = self.read_metrics()
         # On resume, wall clock continues from where the previous session stopped.
@@ -236,8 +245,7 @@ class RunDir:
         if title:
             fig.suptitle(title)
         tmp = self.plot_path.with_name(f".{PLOT_FILE}.tmp.png")
-        fig.savefig(tmp, dpi=80)
-        os.replace(tmp, self.plot_path)
+        _replace_from_temp(tmp, self.plot_path, lambda out: fig.savefig(out, dpi=80))
         return self.plot_path
 
     # ----------------------------------------------------------------- video
@@ -246,18 +254,85 @@ class RunDir:
         return write_video(self.videos_dir, frames, name, fps)
 
     def close(self) -> None:
-        """Flushes and closes the metrics and TensorBoard files."""
+        """Flushes and closes the metrics and TensorBoard files; unlocks the folder."""
         if not self._metrics_file.closed:
             self._metrics_file.close()
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def __del__(self) -> None:  # an unclosed RunDir does not keep its folder locked
+        if getattr(self, "_lock", None) is not None:
+            os.close(self._lock)  # type: ignore[arg-type]
 
     def __enter__(self) -> RunDir:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _lock_folder(path: Path) -> int:
+    """An exclusive lock on the folder itself, held by the descriptor returned.
+
+    Raises:
+        ValueError: another process (or another open RunDir) holds it.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(
+            f"{path} is in use by another process (a run folder has one writer at a time): "
+            "wait for it to end, or stop it"
+        ) from None
+    return fd
+
+
+def create_run_folder(path: str | os.PathLike[str], *, numbered: bool = False) -> Path:
+    """Creates the folder of a new run, exclusively: never one that exists.
+
+    Args:
+        path: The folder (its parents are created).
+        numbered: If ``path`` exists, take the first free ``<path>-2``, ``<path>-3``... (for
+            default names, which two runs started in the same second share).
+
+    Returns:
+        The folder created.
+
+    Raises:
+        FileExistsError: ``path`` exists (and ``numbered`` is false).
+        OSError: the folder cannot be created (a read-only or full disk, a file in the way).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where the parent folder should be
+        raise NotADirectoryError(errno.ENOTDIR, "a file is in the way", str(path.parent)) from None
+    candidate, n = path, 1
+    while True:
+        try:
+            candidate.mkdir()  # atomic: of two runs creating one folder, one gets it
+            return candidate
+        except FileExistsError:
+            if not numbered:
+                raise
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+
+
+def _replace_from_temp(tmp: Path, path: Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp)``, then rename it over ``path``; a failed write leaves no ``tmp`` behind."""
+    try:
+        write(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
 
 
 def _last_wall_time(records: Iterable[Mapping[str, Any]]) -> float:
@@ -310,6 +385,6 @@ def write_video(
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     path, tmp = folder / f"{name}.mp4", folder / f".{name}.tmp.mp4"
-    imageio.mimwrite(tmp, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps)
-    os.replace(tmp, path)
+    rgb: list[ArrayLike] = [np.asarray(f, dtype=np.uint8) for f in frames]  # mimwrite's type
+    _replace_from_temp(tmp, path, lambda out: imageio.mimwrite(out, rgb, fps=fps))
     return path

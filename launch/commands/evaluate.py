@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 import tyro
 
 from handrail.app.runs import run_env
-from handrail.learners.policies import load_run_policy, run_root
+from handrail.learners.checkpoint import CheckpointError
+from handrail.learners.policies import RunPolicy, load_run_policy, run_root
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,35 @@ def ckpt_label(ckpt: Path) -> str:
     return rel.parts[0]
 
 
+def _load(config: EvalConfig) -> RunPolicy:
+    """The policy to evaluate; a damaged or missing checkpoint says which other one to try."""
+    other = "latest" if config.checkpoint == "best" else "best"
+    run_folder = (Path(config.path) / "checkpoints").is_dir()
+    try:
+        return load_run_policy(config.path, config.checkpoint)
+    except CheckpointError as exc:
+        root = Path(config.path) if run_folder else run_root(Path(config.path))
+        if root is not None and f"{root / 'config.json'} " in f"{exc} ":  # the run's own config
+            exc.add_note("It holds the run's task and env settings: restore it, or evaluate a "
+                         "copy of the checkpoint folder made outside the run with --task.")  # fmt: skip
+        else:
+            exc.add_note(f"Evaluate the run's other checkpoint (--checkpoint {other}), or another "
+                         "run." if run_folder else "Evaluate another checkpoint.")  # fmt: skip
+        raise
+    except ValueError as exc:
+        folder = Path(config.path) / "checkpoints"
+        if run_folder and not (folder / config.checkpoint).exists() and (folder / other).exists():
+            exc.add_note(f"The run has no {config.checkpoint} checkpoint (yet: best is saved at "
+                         f"its first evaluation); --checkpoint {other} evaluates its {other}.")  # fmt: skip
+        raise
+
+
 def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     """Evaluate a run or checkpoint: success rate with a 95% CI, return and episode length."""
     from handrail.learners.evaluation import env_fps
     from handrail.learners.evaluation import evaluate as run_evaluation
 
-    run = load_run_policy(config.path, config.checkpoint)
+    run = _load(config)
     env = run_env(run, config.task, render_mode="rgb_array" if config.video else None)
     if run.residual_on is not None:  # the base alone first, on the same seeds
         from handrail.learners.agents.residual import base_only

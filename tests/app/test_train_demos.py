@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from handrail.app import train_demos
 from handrail.app.envs import make_env
@@ -25,3 +28,18 @@ def test_expert_demos_load_like_a_store() -> None:
         data, ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
     )
     assert len(transitions.reward) == data.num_steps
+
+
+def test_a_demo_store_holding_nan_stops_train_before_the_run_folder(
+    tmp_path: Path, nan_demo_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It once trained ~35 s and failed blaming the env; now one line names the store's nan."""
+    from handrail.launch import cli
+
+    store, run = nan_demo_store, tmp_path / "run"
+    argv = ["train", "--task", "reach", "--demos", str(store), "--run-dir", str(run)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{store}: 1 episode(s) hold nan or inf" in err
+    assert "episode 1: action is nan at step 2" in err and "--episodes 0" in err
+    assert not run.exists()

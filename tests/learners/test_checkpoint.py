@@ -15,8 +15,10 @@ import pytest
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import (
+    CheckpointError,
     load_checkpoint,
     load_policy,
+    read_json,
     save_checkpoint,
     write_checkpoint_dir,
 )
@@ -125,6 +127,32 @@ def test_not_a_checkpoint_is_a_clear_error(tmp_path: Path, trained) -> None:
         load_checkpoint(tmp_path, sac)
 
 
+def test_a_damaged_or_newer_checkpoint_file_is_named(tmp_path: Path, trained) -> None:
+    """Truncated state, garbage or empty config.json, a newer format: CheckpointError (a
+    ValueError, so commands print one line) naming the file, never msgpack's or json's words
+    alone."""
+    sac, _, path = trained
+    cases = {
+        "state.msgpack": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+        "config.json": lambda p: p.write_text(""),
+    }
+    for name, spoil in cases.items():
+        broken = tmp_path / name
+        shutil.copytree(path, broken)
+        spoil(broken / name)
+        with pytest.raises(CheckpointError, match=rf"{broken / name} is damaged") as err:
+            load_checkpoint(broken, sac)
+        assert isinstance(err.value, ValueError)
+    newer = tmp_path / "newer"
+    shutil.copytree(path, newer)
+    meta = json.loads((newer / "config.json").read_text())
+    (newer / "config.json").write_text(json.dumps({**meta, "format_version": 2}))
+    with pytest.raises(CheckpointError, match=r"written by a newer handrail.*upgrade handrail"):
+        load_checkpoint(newer, sac)
+    with pytest.raises(CheckpointError, match=rf"{tmp_path / 'none.json'} is missing"):
+        read_json(tmp_path / "none.json")
+
+
 # ---------------------------------------------------------------- atomic checkpoint folders
 
 
@@ -144,6 +172,23 @@ def test_checkpoint_dir_switches_generations_and_cleans_up(tmp_path: Path) -> No
     with pytest.raises(OSError, match="disk full"):
         write_checkpoint_dir(link, failing)
     assert (link / "x").read_text() == "2"  # the link still points at the last whole save
+
+
+def test_a_save_that_fails_leaves_nothing_of_it_behind(tmp_path: Path) -> None:
+    """A full disk (or Ctrl-C) in the middle of a save: its folder and link are removed, the
+    previous checkpoint is the one the link gives."""
+    link = tmp_path / "checkpoints" / "latest"
+    write_checkpoint_dir(link, lambda p: (p / "x").write_text("whole"))
+    for error in (OSError(28, "No space left on device"), KeyboardInterrupt()):
+
+        def failing(path: Path, error: BaseException = error) -> None:
+            (path / "x").write_text("half")
+            raise error
+
+        with pytest.raises(type(error)):
+            write_checkpoint_dir(link, failing)
+        assert (link / "x").read_text() == "whole"
+        assert sorted(p.name for p in link.parent.iterdir()) == [link.resolve().name, "latest"]
 
 
 def test_a_plain_folder_from_an_older_layout_is_adopted(tmp_path: Path) -> None:

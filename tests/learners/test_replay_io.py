@@ -38,3 +38,24 @@ def test_save_load_after_wrap_round_trips_and_checks_the_layout() -> None:
     other = ReplayLayout(FIELDS, (("online", 8), ("demos", 5)), n_step=2, gamma=0.5)
     with pytest.raises(ValueError, match="saved with layout"):
         replay_io.from_arrays(other, arrays)
+
+
+def test_a_saved_replay_file_loads_and_a_damaged_one_is_named(tmp_path) -> None:
+    from handrail.learners.checkpoint import CheckpointError
+
+    layout = ReplayLayout(FIELDS, (("online", 7),), n_step=1, gamma=0.5)
+    state = replay.insert(layout, replay.init(layout), 0, episode(0.0, 3))
+    path = tmp_path / "replay.npz"
+    np.savez(path, allow_pickle=False, **replay_io.to_arrays(layout, state))
+    back = replay_io.from_arrays(layout, replay_io.load_arrays(path))
+    np.testing.assert_array_equal(np.asarray(back.data["obs"]), np.asarray(state.data["obs"]))
+    whole = path.read_bytes()
+    for damaged in (whole[: len(whole) // 2], whole[:-30], b"garbage"):  # cut, a lost tail
+        path.write_bytes(damaged)
+        with pytest.raises(CheckpointError, match=rf"{path} is damaged or incomplete"):
+            replay_io.load_arrays(path)
+    np.savez(path, something=np.zeros(3))
+    with pytest.raises(CheckpointError, match="not a saved replay: it has no layout"):
+        replay_io.load_arrays(path)
+    with pytest.raises(CheckpointError, match=rf"{tmp_path / 'none.npz'} is missing"):
+        replay_io.load_arrays(tmp_path / "none.npz")

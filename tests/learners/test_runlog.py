@@ -98,3 +98,54 @@ def test_video_is_an_mp4_at_the_given_rate(tmp_path: Path) -> None:
     assert b"ftyp" in path.read_bytes()[:32]
     assert video_fps_and_frames(path) == (10.0, 10)
     assert [p.name for p in path.parent.iterdir()] == ["eval_100.mp4"]  # no temp files left
+
+
+def test_a_new_run_folder_is_never_one_that_exists(tmp_path: Path) -> None:
+    import threading
+
+    from handrail.learners.runlog import create_run_folder
+
+    run = tmp_path / "runs" / "reach-s0"
+    assert create_run_folder(run) == run and run.is_dir()
+    with pytest.raises(FileExistsError):
+        create_run_folder(run)
+    made: list[Path] = []
+    threads = [threading.Thread(target=lambda: made.append(create_run_folder(run, numbered=True)))
+               for _ in range(8)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(p.name for p in made) == sorted(f"reach-s0-{n}" for n in range(2, 10))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match="a file is in the way"):
+        create_run_folder(tmp_path / "file" / "run")
+
+
+def test_a_plot_that_cannot_be_written_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full_disk(self: Figure, path: Path, **kwargs: object) -> None:
+        Path(path).write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with RunDir(tmp_path, tensorboard=False) as run:
+        run.write_plot()
+        before = run.plot_path.read_bytes()
+        monkeypatch.setattr(Figure, "savefig", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            run.write_plot()
+    assert run.plot_path.read_bytes() == before  # the last whole plot
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_run_folder_has_one_writer_at_a_time(tmp_path: Path) -> None:
+    busy = rf"{tmp_path} is in use by another process"
+    with RunDir(tmp_path, tensorboard=False), pytest.raises(ValueError, match=busy):
+        RunDir(tmp_path, tensorboard=False)
+    with RunDir(tmp_path, tensorboard=False) as run:  # free again once closed
+        run.log("eval", 1, {})
