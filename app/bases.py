@@ -19,7 +19,6 @@ the training and the evaluation env).
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -166,7 +165,9 @@ def _residual_spec(ckpt: Path) -> str | None:
     for folder in (ckpt, *ckpt.parents):
         config = folder / "config.json"
         if config.is_file() and (folder / "checkpoints").is_dir():
-            return json.loads(config.read_text()).get("residual_on")
+            from handrail.learners.checkpoint import read_json  # names a damaged file
+
+            return read_json(config).get("residual_on")
     return None
 
 

@@ -137,9 +137,7 @@ def bc(cmd: BCCommand) -> int:
     except ValueError as exc:
         env.close()
         raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
-    run_path = (
-        cmd.run_dir or Path("runs") / f"{task}-bc-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
+    run_path = _new_run_folder(cmd.run_dir, task, cmd.seed)
     selected = _selected(data.intervention, cmd.acted_by)
     kept = "" if selected is None else f", {int(selected.sum())} by {' or '.join(cmd.acted_by)}"
     print(f"handrail bc: {len(ids)} episodes ({data.num_steps} steps{kept}) of {task}; run "
@@ -179,6 +177,25 @@ def bc(cmd: BCCommand) -> int:
     print(f"handrail bc: checkpoint {run_path.resolve() / 'checkpoints' / 'best'}; use it with "
           f"handrail train --residual-on bc:{run_path}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _new_run_folder(run_dir: Path | None, task: str, seed: int) -> Path:
+    """The bc run's folder, created exclusively: never one that holds another run."""
+    from handrail.learners.runlog import create_run_folder
+
+    default = Path("runs") / f"{task}-bc-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        return create_run_folder(run_dir or default, numbered=run_dir is None)
+    except FileExistsError:
+        raise ValueError(
+            f"--run-dir {run_dir} already exists: give another --run-dir (a run folder holds "
+            "one run)"
+        ) from None
+    except OSError as exc:
+        raise ValueError(
+            f"cannot create the run folder {run_dir or default} ({exc.strerror or exc}); choose "
+            "a writable folder with --run-dir"
+        ) from None
 
 
 def _selected(intervention: Any, acted_by: tuple[str, ...]) -> Any:

@@ -188,3 +188,17 @@ def test_a_demo_store_holding_nan_is_one_line_before_the_run_folder(
     err = capsys.readouterr().err
     assert "episode 1: action is nan at step 2" in err and "--episodes 0" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_an_existing_run_dir_is_refused_and_left_as_it_was(
+    reach_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bc run never writes into another run's folder (it replaced its config and checkpoint)."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text('{"task": "reach"}')
+    argv = ["bc", "--demos", str(reach_demos), "--run-dir", str(run), "--no-progress"]
+    assert cli.main(argv) == 2
+    assert f"--run-dir {run} already exists" in capsys.readouterr().err
+    assert [p.name for p in run.iterdir()] == ["config.json"]
+    assert (run / "config.json").read_text() == '{"task": "reach"}'
