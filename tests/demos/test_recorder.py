@@ -83,6 +83,7 @@ with EpisodeRecorder.append(path, obs_fields=FIELDS, action_dim=ACTION_DIM) as r
     for i in range(10**6):
         for step in gen_episode(base + i):
             rec.add(step)
+        print(base + i, flush=True)  # the recorder took the episode's last step: it is finished
 """
 )
 
@@ -321,27 +322,11 @@ def test_sigkill_while_recording_keeps_every_committed_episode_whole(tmp_path: P
     assert validate_store(path) == []
 
 
-COUNTING_SCRIPT = (
-    GEN_SRC
-    + """
-import sys
-from handrail.demos import EpisodeRecorder
-path, base = sys.argv[1], int(sys.argv[2])
-with EpisodeRecorder.append(path, obs_fields=FIELDS, action_dim=ACTION_DIM) as rec:
-    print("recording", flush=True)
-    for i in range(10**6):
-        for step in gen_episode(base + i):
-            rec.add(step)
-        print(base + i, flush=True)  # the recorder took the episode's last step: it is finished
-"""
-)
-
-
 def test_sigkill_loses_at_most_the_last_finished_episode(tmp_path: Path) -> None:
     """Killed at random points, a recording loses its unfinished episode and at most one
     finished one (the recorder lets no more than one finished episode wait for its commit)."""
     path, script = tmp_path / "s", tmp_path / "count.py"
-    script.write_text(COUNTING_SCRIPT)
+    script.write_text(RECORD_SCRIPT)
     _create(path).close()
     delays = np.random.default_rng(1).uniform(0.2, 1.0, size=6)
     lost = []
