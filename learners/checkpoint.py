@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from handrail.demos.commit import fsync_dir, fsync_paths, write_bytes_atomic
+from handrail.learners import obs_norm
 from handrail.learners.agents.sac import SAC, SACConfig, SACState
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -111,8 +112,10 @@ def save_checkpoint(
     obs_spec: ObsSpec,
     action_spec: ActionSpec,
     extra: dict[str, Any] | None = None,
+    pairs: obs_norm.Pairs = (),
 ) -> Path:
-    """Write a checkpoint folder (created if needed; files replaced atomically).
+    """Write a checkpoint folder (created if needed; files replaced atomically); ``pairs``:
+    the learner's :attr:`SAC.pairs`.
 
     Returns:
         The checkpoint folder.
@@ -127,6 +130,10 @@ def save_checkpoint(
         "extra": extra or {},
     }
     state = jax.device_get(state)
+    meta["obs_norm"] = obs_norm.to_json(obs_norm.input_spec(obs_spec, pairs), state.obs_norm)
+    if pairs:
+        meta["pairs"] = [list(pair) for pair in pairs]
+        meta["pair_names"] = obs_norm.pair_names(obs_spec, pairs)
     write_bytes_atomic(path / STATE_FILE, flax.serialization.to_bytes(state))
     write_bytes_atomic(path / CONFIG_FILE, json.dumps(meta, indent=2).encode())
     return path
@@ -180,6 +187,8 @@ def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACSta
     diffs = _differences(saved_config, sac.config.to_json(), "config.")
     diffs += _differences(meta["obs_spec"], sac.obs_spec.to_json(), "obs_spec.")
     diffs += _differences(meta["action_spec"], sac.action_spec.to_json(), "action_spec.")
+    diffs += _differences({"pairs": meta.get("pairs", [])},
+                          {"pairs": [list(p) for p in sac.pairs]}, "")  # fmt: skip
     if diffs:
         raise ValueError(
             f"checkpoint {path} was saved with a different learner config; differing fields:\n  "
@@ -188,12 +197,29 @@ def load_checkpoint(directory: str | os.PathLike[str], sac: SAC) -> tuple[SACSta
         )
     template = jax.device_get(sac.init(jax.random.PRNGKey(0)))
     try:
-        state = flax.serialization.from_bytes(template, (path / STATE_FILE).read_bytes())
+        raw = flax.serialization.msgpack_restore((path / STATE_FILE).read_bytes())
+        if isinstance(raw, dict) and "obs_norm" not in raw:  # saved before normalisation
+            raw["obs_norm"] = flax.serialization.to_state_dict(template.obs_norm)
+        state = flax.serialization.from_state_dict(template, raw)
     except Exception as exc:  # msgpack and flax raise several types for a damaged file
         raise CheckpointError(
             f"{path / STATE_FILE} is damaged or incomplete ({exc}); it cannot be loaded"
         ) from None
+    _check_norm(path, meta, state, sac.input_spec)
     return jax.tree_util.tree_map(jax.numpy.asarray, state), meta["extra"]
+
+
+def _check_norm(path: Path, meta: dict[str, Any], state: SACState, spec: ObsSpec) -> None:
+    """The saved normalisation is one of ``spec``'s keys and of its length."""
+    keys = sorted(set(meta.get("obs_norm", {})) - set(spec.keys))
+    shapes = {name: np.shape(value) for name, value in state.obs_norm.items()}
+    if keys or any(shape != (spec.dim,) for shape in shapes.values()):
+        raise CheckpointError(
+            f"{path}: the checkpoint's observation normalisation (keys "
+            f"{sorted(meta.get('obs_norm', {}))}, {shapes.get('shift')} columns) does not match "
+            f"its observation keys {list(spec.keys)} ({spec.dim} columns); the checkpoint is "
+            "damaged or was assembled from two runs"
+        )
 
 
 def checkpoint_folder(path: str | os.PathLike[str], which: str = "best") -> Path:
@@ -214,6 +240,7 @@ def sac_from_checkpoint(directory: str | os.PathLike[str]) -> SAC:
         ObsSpec.from_json(meta["obs_spec"]),
         ActionSpec.from_json(meta["action_spec"]),
         SACConfig.from_json(meta["config"]),
+        pairs=tuple((int(i), int(j)) for i, j in meta.get("pairs", ())),
     )
 
 
@@ -242,5 +269,5 @@ def load_policy(
     sac = sac_from_checkpoint(path)
     state, _ = load_checkpoint(path, sac)
     make = functools.partial(sac.make_policy, deterministic=deterministic)
-    return LearnedPolicy(make, StaticParams(state.actor_params), sac.obs_spec, sac.action_spec,
+    return LearnedPolicy(make, StaticParams(sac.policy_params(state)), sac.obs_spec, sac.action_spec,
                          seed=seed)  # fmt: skip

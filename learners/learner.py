@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from handrail.control.step import ActedBy, Step
-from handrail.learners import replay
+from handrail.learners import obs_norm, replay
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
@@ -68,6 +68,14 @@ class LoopConfig:
     follows (RLIF: a takeover says the policy's last action was bad; without it, a rescued
     episode credits the policy's drift with the person's success). The stored and recorded
     reward is unchanged. Each actor's latest step is held back one step to know what follows."""
+    normalize_obs: bool = True
+    """Normalise every state input per column before the networks see it, with statistics
+    fitted at the first update on the demonstrations and warm-up data and frozen there
+    (:mod:`handrail.learners.obs_norm`; saved in checkpoints). Off: the raw values."""
+    relative_inputs: bool = True
+    """With demonstrations, the networks also read the differences of the columns that every
+    demonstration ends with at the same value although they started apart (the gripper and the
+    object it lifts, an object and its goal: ``obs_norm.meeting_pairs``), found in the data."""
 
     def __post_init__(self) -> None:
         checks = {
@@ -184,8 +192,9 @@ class Learner:
             self._held[step.actor_id] = step
 
     def latest(self) -> tuple[int, Any]:
-        """``(version, actor params)`` of the newest update block (version 0 before any)."""
-        return self.version, self.state.actor_params
+        """``(version, policy params)`` of the newest update block (version 0 before any): the
+        actor's params and the observation normalisation (``SAC.policy_params``)."""
+        return self.version, self.sac.policy_params(self.state)
 
     # -- inserting ----------------------------------------------------------------------------
     def rows_of(self, steps: Sequence[Step]) -> dict[str, list[dict[str, Any]]]:
@@ -286,6 +295,8 @@ class Learner:
         """The offline-only steps before the first update (once; a resumed run skips them)."""
         if self.pretrained:
             return
+        if self.config.normalize_obs:
+            self.fit_obs_norm()
         self.pretrained = True
         if self.config.pretrain_steps > 0 and self.has_demos:
             self.state, metrics = _pretrain_jit(
@@ -293,6 +304,19 @@ class Learner:
                 self.state, self.replay,
             )  # fmt: skip
             self.metrics = dict(metrics)
+
+    def fit_obs_norm(self) -> None:
+        """Fit the observation normalisation on every row the replay holds (demonstrations,
+        warm-up, corrections) and freeze it in the agent state (see :mod:`obs_norm`)."""
+        host = jax.device_get((self.replay.data["obs"], self.replay.size))
+        rows = np.concatenate([
+            host[0][self.layout.offset(s) : self.layout.offset(s) + int(host[1][s])]
+            for s in range(len(self.layout.segments))
+        ])  # fmt: skip
+        norm = obs_norm.fit(self.sac.input_spec, obs_norm.extend(rows, self.sac.pairs))
+        self.state = dataclasses.replace(
+            self.state, obs_norm=jax.tree_util.tree_map(jax.numpy.asarray, norm)
+        )
 
     def compile(self) -> None:
         """Compile the update block now (its result is thrown away; nothing changes).

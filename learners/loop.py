@@ -160,6 +160,8 @@ class Trainer:
         if not learner.ready:
             learner.flush()
         else:
+            if not learner.pretrained:  # the first fit sees this step's rows, as update()'s does
+                learner.flush()
             learner.pretrain()
             online = learner.take_online_rows()
             obs = self.sac.obs_spec.flatten(self.actor.obs)
@@ -198,7 +200,7 @@ class Trainer:
             )
         counters = self.counters()
         save_checkpoint(path / "learner", self.learner.state, self.sac.config, self.sac.obs_spec,
-                        self.sac.action_spec, extra=counters)  # fmt: skip
+                        self.sac.action_spec, extra=counters, pairs=self.sac.pairs)  # fmt: skip
         arrays = replay_io.to_arrays(self.learner.layout, self.learner.replay)
         arrays["pending_action"] = (
             np.zeros(0, np.float32) if self._pending is None else self._pending
@@ -316,5 +318,5 @@ def _fused_jit(
     """Insert rows, run one update block, act on ``obs`` with the new params."""
     replay_state = replay.insert_fn(layout, replay_state, 0, rows)
     state, metrics = update_block(sac, layout, mixture, state, replay_state)
-    action = sac.policy_fn(state.actor_params, obs, policy_key(base_key, calls))[0]
+    action = sac.act_fn(sac.policy_params(state), obs, policy_key(base_key, calls), False)
     return state, replay_state, action, metrics

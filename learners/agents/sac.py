@@ -23,6 +23,7 @@ import optax
 from jax.typing import ArrayLike
 
 from handrail.control.base_policy import BASE_ACTION_KEY
+from handrail.learners import obs_norm
 from handrail.learners.agents import losses
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.networks import Actor, CriticEnsemble, tanh_gaussian_sample
@@ -197,6 +198,9 @@ class SACState:
     rng: jax.Array
     step: jax.Array
     """Update blocks applied (each = utd critic steps + 1 actor step)."""
+    obs_norm: Any
+    """How flat observations are normalised before the networks see them (frozen once fitted;
+    :mod:`handrail.learners.obs_norm`): the identity until the learner fits it."""
 
 
 def _zeros(mean: jax.Array) -> jax.Array:
@@ -239,10 +243,20 @@ def _all_finite(tree: Any) -> jax.Array:
 class SAC:
     """The learner: built from specs and a config; all methods are pure in ``SACState``."""
 
-    def __init__(self, obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig) -> None:
+    def __init__(
+        self, obs_spec: ObsSpec, action_spec: ActionSpec, config: SACConfig,
+        pairs: obs_norm.Pairs = (),
+    ) -> None:  # fmt: skip
+        """``pairs``: columns of the flat observation whose differences the networks also read
+        (:func:`~handrail.learners.obs_norm.meeting_pairs`; none by default)."""
         self.obs_spec, self.action_spec, self.config = obs_spec, action_spec, config
+        self.pairs: obs_norm.Pairs = tuple((int(i), int(j)) for i, j in pairs)
+        self.input_spec = obs_norm.input_spec(obs_spec, self.pairs)
         self.residual = config.residual_scale > 0.0
         self.base_columns, self.critic_columns = _residual_columns(obs_spec, action_spec, config)
+        if self.critic_columns is not None and self.pairs:  # the differences come after
+            extra = np.arange(obs_spec.dim, self.input_spec.dim)
+            self.critic_columns = np.concatenate([self.critic_columns, extra])
         self.actor = Actor(config.hidden_dims, action_spec.dim, zero_mean=self.residual)
         self.critic = CriticEnsemble(
             config.hidden_dims, config.num_critics, config.critic_layer_norm
@@ -261,7 +275,7 @@ class SAC:
         # One compiled call: flax's eager init compiles each of its ~100 ops on its own, seconds
         # at every start-up; the jitted one gives bit-identical params.
         self._init = jax.jit(self._init_fn)
-        self._act = jax.jit(self._act_fn, static_argnames="deterministic")
+        self._act = jax.jit(self.act_fn, static_argnames="deterministic")
 
     # -- networks as functions of explicit params -------------------------------------------
     def policy_fn(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> tuple[Any, Any]:
@@ -343,7 +357,7 @@ class SAC:
 
     def _init_fn(self, key: jax.Array) -> SACState:
         key_actor, key_critic, rng = jax.random.split(key, 3)
-        obs = jnp.zeros((1, self.obs_spec.dim), jnp.float32)
+        obs = jnp.zeros((1, self.input_spec.dim), jnp.float32)
         action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
         actor_params = self.actor.init(key_actor, obs)["params"]
         critic_params = self.critic.init(key_critic, self.critic_obs(obs), action)["params"]
@@ -358,6 +372,7 @@ class SAC:
             temperature_opt_state=self.temperature_tx.init(log_temperature),
             rng=rng,
             step=jnp.zeros((), jnp.int32),
+            obs_norm=jax.tree_util.tree_map(jnp.asarray, obs_norm.identity(self.input_spec.dim)),
         )
 
     # -- update -------------------------------------------------------------------------------
@@ -466,6 +481,7 @@ class SAC:
 
     def pretrain_step(self, state: SACState, batch: Batch) -> tuple[SACState, dict[str, jax.Array]]:
         """One step on an offline-only minibatch: a critic step, then a pure BC actor step."""
+        batch = self.normalize_batch(state, batch)
         rng, key = jax.random.split(state.rng)
         state, metrics = self._critic_block(
             dataclasses.replace(state, rng=rng),
@@ -493,8 +509,10 @@ class SAC:
         """Un-jitted body of :meth:`update` (for fusing into larger jitted functions).
 
         ``batch`` leaves have leading dims (utd, batch_size): one minibatch per critic step; the
-        actor and temperature step on the last one.
+        actor and temperature step on the last one. Its observations are raw: they are
+        normalised here with ``state.obs_norm``.
         """
+        batch = self.normalize_batch(state, batch)
         rng, key_critic, key_actor = jax.random.split(state.rng, 3)
         new, critic_metrics = self._critic_block(
             dataclasses.replace(state, rng=rng), batch, key_critic
@@ -519,24 +537,44 @@ class SAC:
         return new, metrics
 
     # -- acting -------------------------------------------------------------------------------
-    def _act_fn(
-        self, actor_params: Any, obs: jax.Array, key: jax.Array, deterministic: bool
+    def inputs(self, norm: obs_norm.ObsNorm, obs: Any) -> Any:
+        """What the networks read of raw flat observations: the differences of ``pairs``
+        appended, every column normalised by ``norm``."""
+        return obs_norm.apply(norm, obs_norm.extend(obs, self.pairs))
+
+    def normalize_batch(self, state: SACState, batch: Batch) -> Batch:
+        """``batch`` with its observations turned into network inputs (:meth:`inputs`)."""
+        return batch._replace(obs=self.inputs(state.obs_norm, batch.obs),
+                              next_obs=self.inputs(state.obs_norm, batch.next_obs))  # fmt: skip
+
+    @staticmethod
+    def policy_params(state: SACState) -> dict[str, Any]:
+        """What a policy needs of the state: the actor's params and the normalisation (the
+        params a learner publishes, a checkpoint's policy runs on, :meth:`make_policy` takes)."""
+        return {"actor": state.actor_params, "obs_norm": state.obs_norm}
+
+    def act_fn(
+        self, params: dict[str, Any], obs: jax.Array, key: jax.Array, deterministic: bool
     ) -> jax.Array:
+        """Un-jitted action of :meth:`policy_params` on raw flat observations."""
+        obs = self.inputs(params["obs_norm"], obs)
         if deterministic:
-            return self.mode_fn(actor_params, obs)
-        return self.policy_fn(actor_params, obs, key)[0]
+            return self.mode_fn(params["actor"], obs)
+        return self.policy_fn(params["actor"], obs, key)[0]
 
     def act(
         self, state: SACState, obs_flat: np.ndarray, key: jax.Array, deterministic: bool = False
     ) -> np.ndarray:
         """Actions in [-1, 1] for one flat observation (D,) or a batch (N, D)."""
         obs = jnp.asarray(obs_flat, jnp.float32)
-        return np.asarray(self._act(state.actor_params, obs, key, deterministic=deterministic))
+        params = self.policy_params(state)
+        return np.asarray(self._act(params, obs, key, deterministic=deterministic))
 
     def make_policy(
-        self, params: Any, deterministic: bool
+        self, params: dict[str, Any], deterministic: bool
     ) -> Callable[[ArrayLike, jax.Array], jax.Array]:
-        """The one inference function ``policy(obs_flat, key) -> action in [-1, 1]`` (jitted)."""
+        """The one inference function ``policy(obs_flat, key) -> action in [-1, 1]`` (jitted)
+        over :meth:`policy_params`."""
         act = self._act
 
         def policy(obs_flat: ArrayLike, key: jax.Array) -> jax.Array:

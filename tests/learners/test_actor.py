@@ -112,7 +112,7 @@ def test_make_policy_gives_the_action_the_actor_takes() -> None:
     env = LiftThenDrop()
     sac = SAC(ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space),
               SACConfig(hidden_dims=(8,), num_critics=2))  # fmt: skip
-    params = sac.init(jax.random.PRNGKey(0)).actor_params
+    params = sac.policy_params(sac.init(jax.random.PRNGKey(0)))
     make = functools.partial(sac.make_policy, deterministic=False)
     learned = LearnedPolicy(make, StaticParams(params), sac.obs_spec, sac.action_spec, seed=4)
     sink = Sink()

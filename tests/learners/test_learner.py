@@ -168,7 +168,8 @@ def test_updates_publish_new_versions_only_when_ready() -> None:
         learner.update()
     version, params = learner.latest()
     assert version == 2 and learner.updates == 2 * SAC_.config.utd
-    assert params is learner.state.actor_params
+    assert params["actor"] is learner.state.actor_params
+    assert params["obs_norm"] is learner.state.obs_norm
 
 
 @pytest.mark.parametrize(("field", "value"), [("buffer_capacity", 1), ("offline_ratio", 2.0),

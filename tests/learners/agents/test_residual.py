@@ -355,7 +355,7 @@ def test_residual_learning_beats_its_base_on_the_point_task() -> None:
     from handrail.learners.checkpoint import StaticParams
     from handrail.learners.loop import make_learned_policy
 
-    policy = make_learned_policy(sac, StaticParams(trainer.state.actor_params), 0)
+    policy = make_learned_policy(sac, StaticParams(sac.policy_params(trainer.state)), 0)
     policy.make_policy = lambda params: sac.make_policy(params, deterministic=True)
     learned = evaluate(eval_env, policy, 30, 99).success_rate
     assert alone < 0.2 and learned > 0.8, (alone, learned)

@@ -226,7 +226,7 @@ def test_act_shapes_bounds_and_determinism(sac: SAC) -> None:
     assert np.abs(many).max() <= 1.0
     det = [sac.act(state, np.ones(OBS_DIM), jax.random.PRNGKey(i), True) for i in range(2)]
     np.testing.assert_array_equal(det[0], det[1])
-    policy = sac.make_policy(state.actor_params, deterministic=True)
+    policy = sac.make_policy(sac.policy_params(state), deterministic=True)
     np.testing.assert_allclose(np.asarray(policy(np.ones(OBS_DIM), key)), det[0], rtol=1e-6)
 
 
