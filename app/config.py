@@ -20,7 +20,14 @@ from typing import Any, Literal
 
 from handrail.app.envs import HANDRAIL_TASKS, parse_env_kwargs
 from handrail.app.human import HumanLoopConfig
-from handrail.app.presets import GENERIC, RESIDUAL_SAC, SAC_PRESETS, TASK_PRESETS, Layer
+from handrail.app.presets import (
+    GENERIC,
+    MANIPULATION,
+    RESIDUAL_SAC,
+    SAC_PRESETS,
+    TASK_PRESETS,
+    Layer,
+)
 from handrail.learners.agents.sac import SACConfig
 from handrail.learners.learner import LoopConfig
 
@@ -174,16 +181,20 @@ class Settings:
 
     @property
     def preset(self) -> str:
-        """The preset in words: ``task pick_cube``, or ``generic (no preset for <task>)``, then
-        the layers above it that apply (``+ with_person``, ``+ residual``...)."""
-        task = self.config.task
-        words = f"task {task}" if task in TASK_PRESETS else f"generic (no preset for {task})"
+        """The preset in words and why: ``task pick_cube``, ``manipulation (no preset for
+        <task>; ...)`` or ``generic (no preset for <task>; ...)``, then the layers above it that
+        apply (``+ with_person``, ``+ residual``...)."""
+        task, config = self.config.task, self.config
+        words = f"task {task}"
+        if task not in TASK_PRESETS:
+            kind, why = base_preset(task, config.demos is not None, config.success_key)[::2]
+            words = f"{kind} (no preset for {task}; {why})"
         above = [name for name in self.applied if name.startswith("sac-preset:")
                  or name in ("with_person", "residual", "task residual")]  # fmt: skip
         return " + ".join([words, *above])
 
 
-LAYERS: tuple[str, ...] = ("default", "cpu", "task:<name> | generic", "sac-preset:<name>",
+LAYERS: tuple[str, ...] = ("default", "cpu", "task:<name> | manipulation | generic", "sac-preset:<name>",
                            "with_person", "residual", "task residual", "command line")  # fmt: skip
 """The layers a setting can come from, lowest first (each one over those before it)."""
 
@@ -215,7 +226,8 @@ def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
     default = _flatten(TrainConfig(sac=SACConfig()), task)
     mine = _flat_overrides(overrides or {}, task, default)
     spec = TASK_PRESETS.get(task)
-    own = _preset_layer(spec or GENERIC)
+    base = base_preset(task, mine.get("demos") is not None, mine.get("success_key", "success"))
+    own = _preset_layer(base[1])
     if mine.get("demos") is not None and "expert_demos" not in mine:
         own.pop("expert_demos", None)  # a recorded store replaces the preset's expert demos
     spec = spec or {}
@@ -223,7 +235,7 @@ def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
     stack: list[tuple[str, dict[str, Any]]] = [
         ("default", default),
         ("cpu", _sac_layer("cpu")),
-        (f"task:{task}" if spec else "generic", own),
+        (base[0], own),
         (f"sac-preset:{sac_preset}", {} if sac_preset == "task" else _sac_layer(sac_preset)),
         ("with_person", _preset_layer(spec.get("with_person", {})) if human != "none" else {}),
         ("residual", {f"sac.{k}": v for k, v in RESIDUAL_SAC.items()} if residual_on else {}),
@@ -242,12 +254,33 @@ def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
                     tuple(name for name, layer in stack if layer))  # fmt: skip
 
 
+def base_preset(task: str, demos: bool, success_key: str) -> tuple[str, Layer, str]:
+    """The preset a task starts from, its layer name and why: the task's own; for a task
+    without one, :data:`~handrail.app.presets.MANIPULATION` when it is trained from
+    demonstrations (``demos``) or judged by a success flag of its own (``success_key`` other
+    than "success"), :data:`~handrail.app.presets.GENERIC` otherwise."""
+    if task in TASK_PRESETS:
+        return f"task:{task}", TASK_PRESETS[task], "its own preset"
+    if demos:
+        return "manipulation", MANIPULATION, "trained from demonstrations (--demos)"
+    if success_key != "success":
+        return (
+            "manipulation",
+            MANIPULATION,
+            f"judged by a success flag (--success-key {success_key})",
+        )
+    return "generic", GENERIC, "neither --demos nor --success-key"
+
+
 def settings_of(config: TrainConfig) -> Settings:
     """The layers of a config made without :func:`resolve`'s record (``preset(...)`` in a
     bench or a test): those of its presets where it holds their values, ``command line``
     where it does not."""
+    chosen: dict[str, Any] = {"demos": config.demos} if config.demos is not None else {}
+    if config.success_key != "success":
+        chosen["success_key"] = config.success_key
     base = resolve(config.task, residual_on=config.residual_on, human=config.human,
-                   sac_preset=config.sac_preset)  # fmt: skip
+                   sac_preset=config.sac_preset, overrides=chosen)  # fmt: skip
     values = _flatten(config, config.task)
     layers = {path: base.layers[path] if base.values.get(path, _MISSING) == value
               else "command line" for path, value in values.items()}  # fmt: skip
@@ -272,7 +305,7 @@ def bc_preset(task: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The defaults of ``handrail bc`` on a task: BCConfig fields (none for a task without its
     own) and the observation keys to leave out, the same as ``handrail train``'s (so a base
     clones from what a residual on it, and SAC, see)."""
-    return dict(TASK_PRESETS.get(task, GENERIC).get("bc", {})), preset(task).ignore_obs_keys
+    return dict(TASK_PRESETS.get(task, {}).get("bc", {})), preset(task).ignore_obs_keys
 
 
 _MISSING = object()

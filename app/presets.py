@@ -94,6 +94,15 @@ GENERIC: Layer = {
 }  # fmt: skip
 """The preset of a task without its own (any other Gymnasium id)."""
 
+MANIPULATION: Layer = {
+    "steps": 20_000,  # docs/presets.md#manipulation: the arm tasks' budget
+    "sac": {**_SPARSE_SAC,
+            "actor_utd": 0},  # #pick_cube: the actor steps after every critic step
+    "loop": {"warmup_steps": 500},  # #the-arm-tasks: updates start after 500 env steps
+}  # fmt: skip
+"""The preset of a task without its own that is trained from demonstrations or judged by a
+success flag (``--demos``, ``--success-key``): the arm tasks' sparse-reward settings."""
+
 RESIDUAL_SAC: dict[str, Any] = {
     "algorithm": "td3",  # docs/presets.md#residual-rl: SAC's entropy bonus drowned the residual
     "residual_scale": 0.1,  # #residual-rl: a correction of at most 0.1 (normalised)

@@ -121,6 +121,8 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         env = with_human(env, cfg.task, cfg.human, cfg.hil, cfg.success_key)
     settings = run_settings(cfg, run_path, settings)
     print(f"handrail train: preset: {settings.preset}", file=sys.stderr)
+    if cfg.learner == "jax":
+        print(f"handrail train: {_norm_plan(cfg)}", file=sys.stderr)
     trainer = recorder = None
     ours = run_path if cfg.resume is not None else None  # the run folder, once it is this run's
     try:
@@ -165,6 +167,11 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         eval_env.close()
     if last is not None:
         print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
+    if trainer is not None and trainer.learner.pretrained and cfg.loop.normalize_obs:
+        from handrail.learners.obs_norm import describe
+
+        print(f"handrail train: {describe(trainer.sac.obs_spec, trainer.state.obs_norm)}",
+              file=sys.stderr)  # fmt: skip
 
     print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
     return 0
@@ -258,14 +265,32 @@ def _graceful_interrupt() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _norm_plan(cfg: TrainConfig) -> str:
+    """One line: whether and from what the learner normalises its observations."""
+    if not cfg.loop.normalize_obs:
+        return "observations: raw, not normalised (--loop.no-normalize-obs)"
+    demos = "the demonstrations and " if cfg.demos is not None or cfg.expert_demos else ""
+    return (f"observations: normalised per column, fitted on {demos}the first "
+            f"{max(cfg.loop.warmup_steps, cfg.sac.n_step + 1)} env steps, then frozen "
+            "(--loop.no-normalize-obs: raw)")  # fmt: skip
+
+
 def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]) -> Any:
     """The trainer of handrail's JAX SAC/RLPD (fused or asynchronous, as ``cfg.loop`` says)."""
     from handrail.learners.agents.sac import SAC
     from handrail.learners.demo_data import to_rows
     from handrail.learners.loop import AsyncTrainer, Trainer
+    from handrail.learners.obs_norm import meeting_pairs, pair_names
 
-    sac = SAC(*specs, cfg.sac)
     rows = None if demos is None else to_rows(demos, *specs)
+    pairs: tuple[tuple[int, int], ...] = ()
+    if rows is not None and cfg.loop.relative_inputs:
+        pairs = meeting_pairs(specs[0], rows.data["obs"], rows.first, rows.final)
+        names = ", ".join(pair_names(specs[0], pairs)) or "none"
+        print(f"handrail train: inputs: + {len(pairs)} differences of columns the "
+              f"demonstrations bring together ({names}; --loop.no-relative-inputs: none)",
+              file=sys.stderr)  # fmt: skip
+    sac = SAC(*specs, cfg.sac, pairs=pairs)
     kind = AsyncTrainer if cfg.loop.mode == "async" else Trainer
     return kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, success_key=cfg.success_key)
 
@@ -330,7 +355,8 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     def save_best() -> None:
         extra = {"env_steps": trainer.env_steps, "task": cfg.task}
         write_checkpoint_dir(run.best_dir, lambda path: save_checkpoint(
-            path, trainer.state, cfg.sac, sac.obs_spec, sac.action_spec, extra=extra))  # fmt: skip
+            path, trainer.state, cfg.sac, sac.obs_spec, sac.action_spec, extra=extra,
+            pairs=sac.pairs))  # fmt: skip
 
     return RunMonitor(run, total_steps=cfg.steps, eval_every=cfg.eval_every, evaluate=run_eval,
                       save_latest=save_latest, save_best=save_best, start_steps=trainer.env_steps,

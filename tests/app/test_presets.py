@@ -29,7 +29,10 @@ def test_a_setting_a_task_preset_holds_comes_from_that_preset() -> None:
     assert settings.preset == "task pick_cube"
     cheetah = resolve("HalfCheetah-v5")
     assert (cheetah.layers["sac.utd"], cheetah.layers["steps"]) == ("generic", "generic")
-    assert cheetah.preset == "generic (no preset for HalfCheetah-v5)"
+    assert (
+        cheetah.preset
+        == "generic (no preset for HalfCheetah-v5; neither --demos nor --success-key)"
+    )
 
 
 def test_an_option_named_on_the_command_line_is_the_command_lines_even_if_unchanged() -> None:
@@ -152,3 +155,24 @@ def test_the_record_round_trips_through_config_json(tmp_path: Path) -> None:
     settings = resolve("peg_insert", human="simulated", overrides={"run_dir": tmp_path})
     again = TrainConfig.from_json(settings.config.to_json())
     assert settings_of(again).values == settings.values
+
+
+LIFT_CAN = "handrail.examples.lift_can:LiftCan-v0"
+
+
+def test_a_task_without_a_preset_trained_from_demos_starts_from_the_manipulation_preset(
+    tmp_path: Path,
+) -> None:
+    settings = resolve(LIFT_CAN, overrides={"demos": tmp_path / "store"})
+    sac = settings.config.sac
+    assert (sac.utd, sac.gamma, sac.n_step, sac.backup_entropy) == (8, 0.95, 3, False)
+    assert settings.layers["sac.utd"] == settings.layers["steps"] == "manipulation"
+    assert settings.preset == (f"manipulation (no preset for {LIFT_CAN}; trained from "
+                               "demonstrations (--demos))")  # fmt: skip
+    flag = resolve(LIFT_CAN, overrides={"success_key": "can_lifted"})
+    assert flag.layers["sac.gamma"] == "manipulation"
+    assert flag.preset.endswith("judged by a success flag (--success-key can_lifted))")
+    assert settings_of(flag.config).preset == flag.preset  # a config made in Python says so too
+    assert resolve(LIFT_CAN).layers["sac.utd"] == "generic"
+    assert parse_command(["--task", LIFT_CAN, "--demos", str(tmp_path / "store")]).settings.preset \
+        == settings.preset  # fmt: skip

@@ -206,10 +206,12 @@ def test_the_run_folder_keeps_which_layer_set_each_setting(
             "--eval-episodes", "1", "--run-dir", str(run), "--no-progress", "--sac.hidden-dims",
             "32", "32", "--sac.batch-size", "32", "--loop.warmup-steps", "50", "--seed", "0"]  # fmt: skip
     assert cli.main(argv) == 0
-    assert "handrail train: preset: generic (no preset for HandrailTinyPendulum-v0)" in (
+    assert "handrail train: preset: generic (no preset for HandrailTinyPendulum-v0;" in (
         capsys.readouterr().err)  # fmt: skip
     saved = json.loads((run / "settings.json").read_text())
-    assert saved["preset"] == "generic (no preset for HandrailTinyPendulum-v0)"
+    assert saved["preset"] == (
+        "generic (no preset for HandrailTinyPendulum-v0; neither --demos nor --success-key)"
+    )
     settings = saved["settings"]
     assert settings["seed"] == {"value": 0, "layer": "command line"}  # named, though the default
     assert settings["sac.hidden_dims"] == {"value": [32, 32], "layer": "command line"}
