@@ -91,7 +91,7 @@ def test_bare_layer_names_are_not_importable_as_top_level() -> None:
     assert result.stdout.strip() == "True", result.stdout + result.stderr
 
 
-TYPED_PACKAGES = ("control", "sim", "learners", "demos", "hw", "launch", "app", "bench")
+TYPED_PACKAGES = ("control", "sim", "learners", "demos", "hw", "launch", "app", "bench", "examples")
 """Every package of handrail (the tests are not type-checked)."""
 
 
