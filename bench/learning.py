@@ -15,7 +15,11 @@ Learners: ``handrail`` (the task's preset), ``sb3`` and ``sbx`` (their SAC with 
 sizes, rates, UTD and n-step, the demos preloaded in their replay buffer). A Gymnasium id
 without a preset (``--tasks HalfCheetah-v5``) is trained without demonstrations, handrail with
 its generic preset and the peers with their own defaults, and its row reports the final return
-and the wall clock instead. Finished runs are kept and reused (``--fresh`` reruns them), so a
+and the wall clock instead. A task of the user's own (``module:EnvId``) whose module offers
+``record_demos(path, episodes, seed)`` and ``SUCCESS_KEY`` (as ``handrail.examples.lift_can``
+does) is benchmarked as a user would train it: ``--demos`` demonstrations recorded once through
+the store API, then ``handrail train --task T --demos STORE --success-key KEY`` with no other
+option (the bench adds only its seed, budget, evaluations and run folder). Finished runs are kept and reused (``--fresh`` reruns them), so a
 long bench can be stopped and continued. Plots per task: success (or return) against env steps
 and against wall clock, every learner on one plot.
 """
@@ -102,6 +106,33 @@ class Run:
         return (self.folder / "final.json").is_file()
 
 
+def own_task(task: str) -> tuple[Any, str] | None:
+    """``(record_demos, success key)`` of a ``module:EnvId`` task whose module offers both,
+    else None (see the module docstring)."""
+    if ":" not in task:
+        return None
+    import importlib
+
+    module = importlib.import_module(task.split(":", 1)[0])
+    record, key = getattr(module, "record_demos", None), getattr(module, "SUCCESS_KEY", None)
+    return (record, key) if callable(record) and isinstance(key, str) else None
+
+
+def demo_store(cfg: BenchLearningConfig, task: str) -> Path:
+    """Where the bench keeps the demonstrations it records for a task of the user's own."""
+    return cfg.out / task / f"demos-{cfg.demos}"
+
+
+def record_own_demos(cfg: BenchLearningConfig) -> None:
+    """Record the demonstrations of every task of the user's own that has none yet."""
+    for task in cfg.tasks:
+        own = own_task(task)
+        store = demo_store(cfg, task)
+        if own is not None and not store.exists():
+            written = own[0](store, episodes=cfg.demos, seed=0)
+            print(f"bench learning: {written} demonstrations of {task} recorded into {store}")
+
+
 def plan(cfg: BenchLearningConfig) -> list[Run]:
     """Every run of the bench, with its ``handrail train`` arguments (unknown tasks fail here,
     before any run starts)."""
@@ -116,13 +147,16 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
     check_tasks(cfg.tasks)
     runs = []
     for task in cfg.tasks:
-        steps = cfg.steps or preset(task).steps
+        own = own_task(task)
+        given = ["--demos", str(demo_store(cfg, task)), "--success-key", own[1]] if own else []
+        steps = cfg.steps or (preset(task, demos=demo_store(cfg, task), success_key=own[1]).steps
+                              if own else preset(task).steps)  # fmt: skip
         for learner in cfg.learners:
             for seed in cfg.seeds:
                 folder = cfg.out / task / f"{learner}-s{seed}"
-                arm = task in HANDRAIL_TASKS
-                argv = ["--task", task, "--seed", str(seed), "--steps", str(steps),
-                        "--expert-demos", str(cfg.demos if arm else 0),
+                arm = task in HANDRAIL_TASKS or own is not None
+                argv = ["--task", task, "--seed", str(seed), "--steps", str(steps), *given,
+                        *(["--expert-demos", str(cfg.demos if arm else 0)] if not own else []),
                         "--eval-every", str(cfg.eval_every if arm else steps // 5),
                         "--eval-episodes", str(cfg.eval_episodes if arm else 5),
                         "--run-dir", str(folder), "--no-progress",
@@ -373,6 +407,7 @@ def bench_learning(cfg: Annotated[BenchLearningConfig, tyro.conf.arg(name="")]) 
     """Learning speed and reliability of handrail, SB3 and SBX on the sparse-reward tasks."""
     runs = plan(cfg)
     if not cfg.report_only:
+        record_own_demos(cfg)
         execute(runs, cfg.jobs, 20 if cfg.quick else cfg.final_episodes, cfg.fresh)
     rows = [summarize_run(r) for r in runs if r.done]
     failed = [] if cfg.report_only else [str(r.folder) for r in runs if not r.done]
