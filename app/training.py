@@ -270,7 +270,7 @@ def _norm_plan(cfg: TrainConfig) -> str:
     if not cfg.loop.normalize_obs:
         return "observations: raw, not normalised (--loop.no-normalize-obs)"
     demos = "the demonstrations and " if cfg.demos is not None or cfg.expert_demos else ""
-    return (f"observations: normalised per column, fitted on {demos}the first "
+    return (f"observations: centred and scaled per key, fitted on {demos}the first "
             f"{max(cfg.loop.warmup_steps, cfg.sac.n_step + 1)} env steps, then frozen "
             "(--loop.no-normalize-obs: raw)")  # fmt: skip
 

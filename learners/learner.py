@@ -69,9 +69,9 @@ class LoopConfig:
     episode credits the policy's drift with the person's success). The stored and recorded
     reward is unchanged. Each actor's latest step is held back one step to know what follows."""
     normalize_obs: bool = True
-    """Normalise every state input per column before the networks see it, with statistics
-    fitted at the first update on the demonstrations and warm-up data and frozen there
-    (:mod:`handrail.learners.obs_norm`; saved in checkpoints). Off: the raw values."""
+    """Normalise the state inputs (each column centred, one scale per key) before the networks
+    see them, with statistics fitted at the first update on the demonstrations and warm-up data
+    and frozen there (:mod:`handrail.learners.obs_norm`; saved in checkpoints). Off: raw."""
     relative_inputs: bool = True
     """With demonstrations, the networks also read the differences of the columns that every
     demonstration ends with at the same value although they started apart (the gripper and the

@@ -13,10 +13,14 @@ every update and every action normalises them with the same numbers. They live i
 state (``SACState.obs_norm``), so a checkpoint carries them bit for bit and every place that
 runs the policy (``handrail eval``, residual bases, ``actor_node``) normalises as training did.
 
-Bounded: a column's scale is its standard deviation, floored at :data:`MIN_STD_RATIO` times the
-largest standard deviation of its key (a column that barely moved while the statistics were
-taken, such as a resting object's height, is not blown up), and normalised values are clipped
-at +-:data:`BOUND` (one outlier cannot push a network's input off by more than that).
+Per key: every column is centred on its mean, and every column of a key is divided by one scale,
+the key's: the root mean square of its columns' standard deviations. Keys on different scales
+(a gripper encoder in the hundreds beside positions in metres) come to the same footing, while
+inside a key, whose columns share units, the proportions stay as the sensor gives them: a
+column that barely moved while the statistics were taken (a resting object's height, a
+quaternion component) is not blown up into unit-variance noise the networks would have to
+learn to ignore. Bounded: normalised values are clipped at +-:data:`BOUND` (one outlier cannot
+push a network's input off by more than that).
 Columns left as they are (shift 0, scale 1, no bound): a residual's base action (already in
 [-1, 1]) and every column of a learner trained without normalisation.
 
@@ -43,8 +47,6 @@ from handrail.learners.specs import ObsSpec
 
 BOUND = 10.0
 """Normalised inputs are clipped to +-BOUND (VecNormalize's default clip)."""
-MIN_STD_RATIO = 0.01
-"""A column's scale is at least this fraction of the largest standard deviation in its key."""
 KEEP_KEYS = (BASE_ACTION_KEY,)
 """Keys never normalised: a residual's base action is already in [-1, 1]."""
 
@@ -152,7 +154,8 @@ def pair_names(spec: ObsSpec, pairs: Pairs) -> list[str]:
 
 
 def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> ObsNorm:
-    """The normalisation of flat observations ``rows`` (N, dim), per column, floored per key.
+    """The normalisation of flat observations ``rows`` (N, dim): columns centred, one scale
+    per key.
 
     Raises:
         ObsNormError: no rows; a key with a non-finite value (naming the key, its column and the
@@ -181,8 +184,8 @@ def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> Obs
                 f"that gives them, or leave the key out with --ignore-obs-keys {key}"
             )
         mean, std = block.mean(axis=0), block.std(axis=0)
-        top = float(std.max())
-        if not top > 1e-8 * max(1.0, float(np.abs(mean).max())):
+        scale = float(np.sqrt(np.mean(std**2)))
+        if not scale > 1e-8 * max(1.0, float(np.abs(mean).max())):
             raise ObsNormError(
                 f"observation key {key!r} is constant over the {len(rows)} rows its "
                 f"normalisation is fitted on (demonstrations and warm-up): it carries nothing a "
@@ -190,7 +193,7 @@ def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> Obs
                 "normalisation (--loop.no-normalize-obs)"
             )
         norm["shift"][cols] = mean
-        norm["scale"][cols] = np.maximum(std, MIN_STD_RATIO * top)
+        norm["scale"][cols] = scale
         norm["bound"][cols] = BOUND
     return norm
 
@@ -216,13 +219,15 @@ def to_json(spec: ObsSpec, norm: ObsNorm) -> dict[str, dict[str, list[float]]]:
 
 
 def describe(spec: ObsSpec, norm: ObsNorm) -> str:
-    """One line: which keys are normalised and their scales' range."""
+    """One line: which keys are normalised and their scales."""
     scale, bound = np.asarray(norm["scale"]), np.asarray(norm["bound"])
     parts = [
-        f"{key} scale {float(scale[cols].min()):.3g}-{float(scale[cols].max()):.3g}"
+        f"{key} /{float(scale[cols].max()):.3g}"
         for key, cols in _slices(spec)
         if np.isfinite(bound[cols]).all()
     ]
     if not parts:
         return "observations: not normalised"
-    return "observations: normalised per column (" + ", ".join(parts) + f"; clipped at +-{BOUND:g})"
+    return (
+        "observations: centred, scaled per key (" + ", ".join(parts) + f"; clipped at +-{BOUND:g})"
+    )
