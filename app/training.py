@@ -280,12 +280,11 @@ def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]
     from handrail.learners.agents.sac import SAC
     from handrail.learners.demo_data import to_rows
     from handrail.learners.loop import AsyncTrainer, Trainer
-    from handrail.learners.obs_norm import meeting_pairs, pair_names
+    from handrail.learners.obs_norm import demo_pairs, pair_names
 
     rows = None if demos is None else to_rows(demos, *specs)
-    pairs: tuple[tuple[int, int], ...] = ()
+    pairs = demo_pairs(specs[0], rows, cfg.loop.relative_inputs)
     if rows is not None and cfg.loop.relative_inputs:
-        pairs = meeting_pairs(specs[0], rows.data["obs"], rows.first, rows.final)
         names = ", ".join(pair_names(specs[0], pairs)) or "none"
         print(f"handrail train: inputs: + {len(pairs)} differences of columns the "
               f"demonstrations bring together ({names}; --loop.no-relative-inputs: none)",

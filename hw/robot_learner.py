@@ -28,6 +28,7 @@ from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import write_checkpoint_dir
 from handrail.learners.learner import LoopConfig
 from handrail.learners.loop import AsyncTrainer
+from handrail.learners.obs_norm import demo_pairs
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 __all__ = ["RobotLearner", "load_train_config"]
@@ -95,8 +96,8 @@ class RobotLearner:
         ignored += tuple(k for k in ignore_obs_keys if k not in ignored)
         obs_spec = ObsSpec.from_space(env.observation_space, ignore=ignored)
         specs = obs_spec, ActionSpec.from_space(env.action_space)
-        self.sac = SAC(*specs, sac_config)
         rows = _demo_rows(demos, *specs) if demos else None
+        self.sac = SAC(*specs, sac_config, pairs=demo_pairs(obs_spec, rows, loop.relative_inputs))
         self.trainer = AsyncTrainer(env, self.sac, loop, seed=seed, demos=rows, sinks=sinks)
         # Compile before the first episode: tracing holds the GIL for seconds, and the actor
         # in this process must keep its control rate (its observations would go stale).

@@ -128,6 +128,14 @@ def meeting_pairs(
     return tuple(pairs)
 
 
+def demo_pairs(spec: ObsSpec, demos: Any, enabled: bool = True) -> Pairs:
+    """:func:`meeting_pairs` of demonstration replay rows (``learners.replay.Rows``); none
+    without demonstrations or when not ``enabled`` (``LoopConfig.relative_inputs``)."""
+    if demos is None or not enabled:
+        return ()
+    return meeting_pairs(spec, demos.data["obs"], demos.first, demos.final)
+
+
 def extend(obs: Any, pairs: Pairs) -> Any:
     """Flat observations with the differences of ``pairs`` appended (JAX or NumPy)."""
     if not pairs:

@@ -229,3 +229,39 @@ def test_the_run_folder_keeps_which_layer_set_each_setting(
     table = capsys.readouterr().out
     assert re.search(r"^  sac\.hidden_dims +\(32, 32\) +command line$", table, re.M)
     assert re.search(r"^  steps +150 +command line$", table, re.M)
+
+
+class _WithSensor(gym.ObservationWrapper):
+    """The tiny pendulum with a second key: a sensor that never moves, or gives nan."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(gym.make("HandrailTinyPendulum-v0"))
+        self.value = value
+        self.observation_space = gym.spaces.Dict({
+            "state": self.env.observation_space,
+            "sensor": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+        })  # fmt: skip
+
+    def observation(self, observation: np.ndarray) -> dict[str, np.ndarray]:
+        return {"state": observation, "sensor": np.array([self.value, 1.0], np.float32)}
+
+
+gym.register("HandrailConstantSensor-v0", entry_point=lambda render_mode=None: _WithSensor(3.0))
+gym.register("HandrailNanSensor-v0",
+             entry_point=lambda render_mode=None: _WithSensor(float("nan")))  # fmt: skip
+
+
+@pytest.mark.parametrize(("task", "expected"), [
+    ("HandrailConstantSensor-v0", r"observation key 'sensor' is constant over the 5\d rows"),
+    ("HandrailNanSensor-v0", r"observation key 'sensor' has non-finite values \(nan or inf\) in "
+                             r"column 0 of the 5\d rows"),
+])  # fmt: skip
+def test_a_key_the_normalisation_cannot_use_ends_the_run_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str, expected: str
+) -> None:
+    line = _one_line_error(capsys, ["train", "--task", task, "--steps", "100", "--eval-every",
+                                    "100", "--eval-episodes", "1", "--no-progress", "--run-dir",
+                                    str(tmp_path / "run"), "--sac.hidden-dims", "32", "32",
+                                    "--loop.warmup-steps", "50"])  # fmt: skip
+    assert re.search(expected, line) and "--ignore-obs-keys sensor" in line
+    assert (tmp_path / "run" / "checkpoints" / "latest").is_dir()  # the run can be continued
