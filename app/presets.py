@@ -29,6 +29,11 @@ _SPARSE_SAC: dict[str, Any] = {
 }
 """The arm tasks' shared SAC settings (sparse reward, 20 scripted demos)."""
 
+_RAW_INPUTS: dict[str, Any] = {
+    "normalize_obs": False,  # docs/presets.md#the-arm-tasks: their offsets are scaled by hand
+}
+"""The arm tasks' observations as their presets were measured on (LoopConfig fields)."""
+
 TASK_PRESETS: dict[str, Layer] = {
     "reach": {
         "steps": 15_000,  # docs/presets.md#reach: SAC reaches 100% from 2k env steps
@@ -36,7 +41,7 @@ TASK_PRESETS: dict[str, Layer] = {
         "sac": {**_SPARSE_SAC,
                 "n_step": 1,  # #reach: a dense reward needs no n-step backup
                 "backup_entropy": True},  # #reach: a dense reward keeps SAC's entropy backup
-        "loop": {"warmup_steps": 500},  # #the-arm-tasks: updates start after 500 env steps
+        "loop": {**_RAW_INPUTS, "warmup_steps": 500},  # #the-arm-tasks: updates start after 500 env steps
         "ignore_obs_keys": ("proprio", "goal"),  # #reach: the goal from the gripper is enough
     },
     "pick_cube": {
@@ -44,7 +49,7 @@ TASK_PRESETS: dict[str, Layer] = {
         "expert_demos": 20,  # #the-arm-tasks: 20 scripted demos, half of every minibatch
         "sac": {**_SPARSE_SAC,
                 "actor_utd": 0},  # #pick_cube: the actor steps after every critic step
-        "loop": {"warmup_steps": 250},  # #pick_cube: corrections and demos learned sooner
+        "loop": {**_RAW_INPUTS, "warmup_steps": 250},  # #pick_cube: corrections and demos learned sooner
         "env": {"episode_steps": 50},  # #pick_cube: 50-step episodes since its first tuning
         "residual": {
             "sac": {"residual_scale": 0.5,  # #residual-rl: the BC base is off by up to 0.8
@@ -65,7 +70,7 @@ TASK_PRESETS: dict[str, Layer] = {
                 "intervention_bc_weight": 8.0,  # #peg_insert: corrections imitated 4x harder
                 "late_target_entropy": -8.0,  # #peg_insert: a less random policy once learned
                 "late_entropy_blocks": 1500},  # #peg_insert: after about 2k env steps
-        "loop": {"warmup_steps": 500,  # #the-arm-tasks: updates start after 500 env steps
+        "loop": {**_RAW_INPUTS, "warmup_steps": 500,  # #the-arm-tasks: updates start after 500 env steps
                  "takeover_penalty": 1.0},  # #peg_insert: a takeover marks the step before it
         "person": {"stall_from": "first-gain",  # #peg_insert: the patient person
                    "judge_direction_below": 0.75},  # #peg_insert: no mid-insertion takeovers
@@ -80,7 +85,8 @@ TASK_PRESETS: dict[str, Layer] = {
         "expert_demos": 20,  # #the-arm-tasks: 20 scripted demos, half of every minibatch
         "eval_every": 2_500,  # #push: a longer run, evaluated less often
         "sac": _SPARSE_SAC,  # #the-arm-tasks
-        "loop": {"warmup_steps": 500},  # #the-arm-tasks: updates start after 500 env steps
+        "loop": {**_RAW_INPUTS, "warmup_steps": 500,  # #the-arm-tasks: updates after 500 steps
+                 "relative_inputs": False},  # #push: its every-key inputs, as measured
     },
 }  # fmt: skip
 """Each handrail task's preset, by task name."""
@@ -91,6 +97,7 @@ GENERIC: Layer = {
     "eval_episodes": 10,  # #generic: a return, not a success rate, per evaluation
     "sac": {"hidden_dims": (256, 256),  # #generic: SB3's network size
             "utd": 1},  # #generic: SB3's one gradient step per env step
+    "loop": {"normalize_obs": False},  # #generic: statistics of a random warm-up cost locomotion
 }  # fmt: skip
 """The preset of a task without its own (any other Gymnasium id)."""
 

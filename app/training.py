@@ -287,8 +287,8 @@ def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]
     if rows is not None and cfg.loop.relative_inputs:
         names = ", ".join(pair_names(specs[0], pairs)) or "none"
         print(f"handrail train: inputs: + {len(pairs)} differences of columns the "
-              f"demonstrations bring together ({names}; --loop.no-relative-inputs: none)",
-              file=sys.stderr)  # fmt: skip
+              f"demonstrations bring together, centred and scaled like a key ({names}; "
+              "--loop.no-relative-inputs: none)", file=sys.stderr)  # fmt: skip
     sac = SAC(*specs, cfg.sac, pairs=pairs)
     kind = AsyncTrainer if cfg.loop.mode == "async" else Trainer
     return kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, success_key=cfg.success_key)

@@ -295,8 +295,8 @@ class Learner:
         """The offline-only steps before the first update (once; a resumed run skips them)."""
         if self.pretrained:
             return
-        if self.config.normalize_obs:
-            self.fit_obs_norm()
+        if self.config.normalize_obs or self.sac.pairs:  # handrail's own inputs, always
+            self.fit_obs_norm(None if self.config.normalize_obs else (obs_norm.RELATIVE_KEY,))
         self.pretrained = True
         if self.config.pretrain_steps > 0 and self.has_demos:
             self.state, metrics = _pretrain_jit(
@@ -305,15 +305,16 @@ class Learner:
             )  # fmt: skip
             self.metrics = dict(metrics)
 
-    def fit_obs_norm(self) -> None:
+    def fit_obs_norm(self, only: tuple[str, ...] | None = None) -> None:
         """Fit the observation normalisation on every row the replay holds (demonstrations,
-        warm-up, corrections) and freeze it in the agent state (see :mod:`obs_norm`)."""
+        warm-up, corrections) and freeze it in the agent state (see :mod:`obs_norm`); ``only``:
+        of these keys alone."""
         host = jax.device_get((self.replay.data["obs"], self.replay.size))
         rows = np.concatenate([
             host[0][self.layout.offset(s) : self.layout.offset(s) + int(host[1][s])]
             for s in range(len(self.layout.segments))
         ])  # fmt: skip
-        norm = obs_norm.fit(self.sac.input_spec, obs_norm.extend(rows, self.sac.pairs))
+        norm = obs_norm.fit(self.sac.input_spec, obs_norm.extend(rows, self.sac.pairs), only=only)
         self.state = dataclasses.replace(
             self.state, obs_norm=jax.tree_util.tree_map(jax.numpy.asarray, norm)
         )

@@ -14,13 +14,16 @@ state (``SACState.obs_norm``), so a checkpoint carries them bit for bit and ever
 runs the policy (``handrail eval``, residual bases, ``actor_node``) normalises as training did.
 
 Per key: every column is centred on its mean, and every column of a key is divided by one scale,
-the key's: the root mean square of its columns' standard deviations. Keys on different scales
-(a gripper encoder in the hundreds beside positions in metres) come to the same footing, while
-inside a key, whose columns share units, the proportions stay as the sensor gives them: a
-column that barely moved while the statistics were taken (a resting object's height, a
-quaternion component) is not blown up into unit-variance noise the networks would have to
-learn to ignore. Bounded: normalised values are clipped at +-:data:`BOUND` (one outlier cannot
-push a network's input off by more than that).
+the key's. Keys on different scales (a gripper encoder in the hundreds beside positions in
+metres) come to the same footing, while inside a key, whose columns share units, the
+proportions stay as the sensor gives them: a column that barely moved while the statistics were
+taken (a resting object's height, a quaternion component) is not blown up into unit-variance
+noise the networks would have to learn to ignore. Every key weighs the same: its columns'
+variances sum to the same share (the mean number of columns per key), so that a wide key (a
+14-column proprioception, 7 joints) does not drown a narrow one (where the object is from the
+gripper) by its number of columns; with one key, every column's spread is 1 on average.
+Bounded: normalised values are clipped at +-:data:`BOUND` times the key's spread (one outlier
+cannot push a network's input off by more than that).
 Columns left as they are (shift 0, scale 1, no bound): a residual's base action (already in
 [-1, 1]) and every column of a learner trained without normalisation.
 
@@ -161,9 +164,13 @@ def pair_names(spec: ObsSpec, pairs: Pairs) -> list[str]:
     return [f"{names[i]}-{names[j]}" for i, j in pairs]
 
 
-def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> ObsNorm:
+def fit(
+    spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS,
+    only: Sequence[str] | None = None,
+) -> ObsNorm:  # fmt: skip
     """The normalisation of flat observations ``rows`` (N, dim): columns centred, one scale
-    per key.
+    per key, every key the same weight (see the module docstring); ``only``: normalise these
+    keys alone (the others as they are).
 
     Raises:
         ObsNormError: no rows; a key with a non-finite value (naming the key, its column and the
@@ -179,9 +186,10 @@ def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> Obs
             "raise --loop.warmup-steps or give demonstrations (or --loop.no-normalize-obs)"
         )
     norm = identity(spec.dim)
-    for key, cols in _slices(spec):
-        if key in keep:
-            continue
+    chosen = [(key, cols) for key, cols in _slices(spec)
+              if key not in keep and (only is None or key in only)]  # fmt: skip
+    share = sum(cols.stop - cols.start for _, cols in chosen) / max(len(chosen), 1)
+    for key, cols in chosen:
         block = rows[:, cols]
         bad = ~np.isfinite(block)
         if bad.any():
@@ -201,8 +209,9 @@ def fit(spec: ObsSpec, rows: np.ndarray, keep: Sequence[str] = KEEP_KEYS) -> Obs
                 "normalisation (--loop.no-normalize-obs)"
             )
         norm["shift"][cols] = mean
-        norm["scale"][cols] = scale
-        norm["bound"][cols] = BOUND
+        weight = math.sqrt(share / (cols.stop - cols.start))  # each key's variance: ``share``
+        norm["scale"][cols] = scale / weight
+        norm["bound"][cols] = BOUND * weight
     return norm
 
 

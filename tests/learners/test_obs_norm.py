@@ -35,25 +35,27 @@ def rows(n: int = 200, seed: int = 0) -> np.ndarray:
                             rng.uniform(300, 800, n)]).astype(np.float32)  # fmt: skip
 
 
-def test_fit_centres_every_column_and_brings_every_key_to_one_scale() -> None:
+def test_fit_centres_every_column_and_gives_every_key_the_same_weight() -> None:
     data = rows()
     norm = obs_norm.fit(SPEC, data)
     out = np.asarray(obs_norm.apply(norm, data))
     np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-4)
     joints, ticks = out[:, :2], out[:, 2]
-    assert np.sqrt(np.mean(joints.std(axis=0) ** 2)) == pytest.approx(1.0, abs=1e-3)
-    assert ticks.std() == pytest.approx(1.0, abs=1e-3)  # the encoder in hundreds, too
+    share = 1.5  # each key's variance: the mean number of columns per key
+    assert np.sum(joints.var(axis=0)) == pytest.approx(share, rel=1e-3)
+    assert ticks.var() == pytest.approx(share, rel=1e-3)  # the encoder in hundreds, too
     ratio = data[:, 1].std() / data[:, 0].std()  # inside a key the proportions stay
     assert joints[:, 1].std() / joints[:, 0].std() == pytest.approx(ratio, rel=1e-3)
     outlier = np.array([[0.1, -1.0, 1e9]], np.float32)  # a glitching encoder
-    assert float(np.asarray(obs_norm.apply(norm, outlier))[0, 2]) == obs_norm.BOUND
+    clipped = float(np.asarray(obs_norm.apply(norm, outlier))[0, 2])
+    assert clipped == pytest.approx(obs_norm.BOUND * np.sqrt(share))  # 10 of its spreads
 
 
 def test_a_column_that_barely_moves_is_not_blown_up() -> None:
     data = rows()
     data[:, 0] = 0.1 + 1e-7 * np.arange(len(data))  # a resting object's height
     out = np.asarray(obs_norm.apply(obs_norm.fit(SPEC, data), data))
-    assert out[:, 0].std() < 1e-4 and out[:, 1].std() == pytest.approx(np.sqrt(2), rel=1e-3)
+    assert out[:, 0].std() < 1e-4 and out[:, 1].var() == pytest.approx(1.5, rel=1e-3)
 
 
 def test_a_residuals_base_action_is_left_as_it_is() -> None:
