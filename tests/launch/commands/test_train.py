@@ -262,6 +262,52 @@ def test_a_key_the_normalisation_cannot_use_ends_the_run_in_one_line(
     line = _one_line_error(capsys, ["train", "--task", task, "--steps", "100", "--eval-every",
                                     "100", "--eval-episodes", "1", "--no-progress", "--run-dir",
                                     str(tmp_path / "run"), "--sac.hidden-dims", "32", "32",
-                                    "--loop.warmup-steps", "50"])  # fmt: skip
+                                    "--loop.warmup-steps", "50", "--loop.normalize-obs"])  # fmt: skip
     assert re.search(expected, line) and "--ignore-obs-keys sensor" in line
     assert (tmp_path / "run" / "checkpoints" / "latest").is_dir()  # the run can be continued
+
+
+gym.register("HandrailScaledSensor-v0",
+             entry_point=lambda render_mode=None: _Scaled())  # fmt: skip
+
+
+class _Scaled(gym.ObservationWrapper):
+    """The tiny pendulum with its state beside an encoder in the hundreds."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("HandrailTinyPendulum-v0"))
+        self.observation_space = gym.spaces.Dict({
+            "state": self.env.observation_space,
+            "ticks": gym.spaces.Box(-np.inf, np.inf, (1,), np.float32),
+        })  # fmt: skip
+
+    def observation(self, observation: np.ndarray) -> dict[str, np.ndarray]:
+        return {"state": observation, "ticks": np.array([400.0 + 300.0 * observation[2]],
+                                                        np.float32)}  # fmt: skip
+
+
+def test_eval_and_a_run_base_act_through_the_runs_normalisation(tmp_path: Path) -> None:
+    import jax
+
+    from handrail.app.bases import make_base
+    from handrail.learners import obs_norm
+    from handrail.learners.checkpoint import load_checkpoint, sac_from_checkpoint
+    from handrail.learners.policies import load_run_policy
+
+    run = tmp_path / "run"
+    config = tiny_config(run, task="HandrailScaledSensor-v0", loop={"normalize_obs": True})
+    assert train_cmd.train(config) == 0
+    ckpt = run / "checkpoints" / "best"
+    sac = sac_from_checkpoint(ckpt)
+    state, _ = load_checkpoint(ckpt, sac)
+    norm = jax.device_get(state.obs_norm)
+    assert not obs_norm.is_identity(norm) and float(norm["scale"][-1]) > 10  # the ticks' scale
+    env = gym.make("HandrailScaledSensor-v0")
+    obs, _ = env.reset(seed=3)
+    expected = sac.action_spec.to_env(
+        sac.act(state, sac.obs_spec.flatten(obs), jax.random.PRNGKey(0), deterministic=True)
+    )
+    np.testing.assert_array_equal(load_run_policy(run).policy(obs), expected)  # handrail eval
+    base = make_base(f"run:{run}", "HandrailScaledSensor-v0", env)  # a residual's base
+    base.reset()
+    np.testing.assert_array_equal(base(obs), expected)
