@@ -47,6 +47,8 @@ class BCCommand:
     ``entry_from_tip_dm`` and ``hole_yaw_from_peg_rad``."""
     eval_episodes: int = 50
     """Episodes of the final evaluation on the task (0: none)."""
+    success_key: str = "success"
+    """Info key with the task's success flag, for the evaluation (as ``handrail train``'s)."""
     seed: int = 0
     """Seeds training (--bc.seed is set from it) and the first evaluation episode."""
     progress: bool = True
@@ -147,7 +149,7 @@ def bc(cmd: BCCommand) -> int:
     with RunDir(run_path, tensorboard=False) as run:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
-                          "acted_by": list(cmd.acted_by),
+                          "acted_by": list(cmd.acted_by), "success_key": cmd.success_key,
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
                           "env_kwargs": list(format_env_kwargs(env_settings))})  # fmt: skip
 
@@ -168,7 +170,8 @@ def bc(cmd: BCCommand) -> int:
 
             policy = load_run_policy(run.best_dir).policy
             eval_env = make_env(task, **env_settings)
-            result_eval = evaluate(eval_env, policy, cmd.eval_episodes, cmd.seed + 10_000)
+            result_eval = evaluate(eval_env, policy, cmd.eval_episodes, cmd.seed + 10_000,
+                                   success_key=cmd.success_key)  # fmt: skip
             eval_env.close()
             summary["eval"] = result_eval.as_dict()
             print(f"handrail bc: {result_eval.summary()}", file=sys.stderr)

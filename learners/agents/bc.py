@@ -33,6 +33,7 @@ import optax
 
 from handrail.control.base_policy import BasePolicy, CallableBase, ChunkedBase
 from handrail.learners.agents.networks import MLP
+from handrail.learners.obs_norm import Pairs, extend, meeting_pairs
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 PARAMS_FILE = "bc.msgpack"
@@ -69,6 +70,9 @@ class BCConfig:
     """Share of the episodes held out for validation (at least one when there are two)."""
     seed: int = 0
     """Seeds the split, the init and the minibatches."""
+    relative_inputs: bool = True
+    """Also read the differences of the columns every demonstration brings together (the
+    gripper and the object: ``obs_norm.meeting_pairs``), as ``handrail train`` does."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
@@ -132,6 +136,8 @@ class BCResult:
     """Episode indices (in the data) trained on."""
     val_episodes: list[int]
     """Episode indices held out."""
+    pairs: Pairs = ()
+    """Columns whose differences the policy also reads (``relative_inputs``)."""
 
 
 def split_episodes(
@@ -191,6 +197,13 @@ def train_bc(
     if len(lengths) == 0 or int(lengths.sum()) == 0:
         raise ValueError("behaviour cloning needs at least one episode with steps")
     obs = obs_spec.flatten(data.obs)
+    pairs: Pairs = ()
+    if config.relative_inputs and len(lengths) > 1:  # where each episode starts and ends
+        first, last = np.zeros(len(obs), bool), np.zeros(len(obs), bool)
+        first[starts[lengths > 0]] = True
+        last[(starts + lengths - 1)[lengths > 0]] = True
+        pairs = meeting_pairs(obs_spec, obs, first, last)
+        obs = extend(obs, pairs)
     actions = action_spec.from_env(np.asarray(data.action, np.float32))
     if selected is not None:
         selected = np.asarray(selected, bool)
@@ -215,7 +228,7 @@ def train_bc(
     norm = ((obs - mean) / std).astype(np.float32)
     net = BCNet(config.hidden_dims, config.horizon, action_spec.dim)
     key = jax.random.PRNGKey(config.seed)
-    params = net.init(key, jnp.zeros((1, obs_spec.dim)))["params"]
+    params = net.init(key, jnp.zeros((1, obs.shape[1])))["params"]
     tx = optax.adamw(config.lr, weight_decay=config.weight_decay)
 
     def loss_fn(p: Any, x: jax.Array, y: jax.Array, m: jax.Array) -> jax.Array:
@@ -269,7 +282,7 @@ def train_bc(
     return BCResult(
         params=jax.device_get(best), obs_mean=mean, obs_std=std, history=history,
         best_val_loss=best_val if val_rows.size else None, train_episodes=train_eps,
-        val_episodes=val_eps,
+        val_episodes=val_eps, pairs=pairs,
     )  # fmt: skip
 
 
@@ -285,6 +298,7 @@ def save_bc(
         "obs_spec": obs_spec.to_json(), "action_spec": action_spec.to_json(),
         "obs_mean": result.obs_mean.tolist(), "obs_std": result.obs_std.tolist(),
         "best_val_loss": result.best_val_loss, "extra": dict(extra or {}),
+        "pairs": [list(pair) for pair in result.pairs],
     }  # fmt: skip
     (path / META_FILE).write_text(json.dumps(meta, indent=1))
     return path
@@ -309,15 +323,16 @@ def load_bc_policy(path: str | Path) -> BasePolicy:
         ObsSpec.from_json(meta["obs_spec"]),
         ActionSpec.from_json(meta["action_spec"]),
     )
+    pairs = tuple((int(i), int(j)) for i, j in meta.get("pairs", ()))
     net = BCNet(config.hidden_dims, config.horizon, action_spec.dim)
-    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_spec.dim)))["params"]
+    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_spec.dim + len(pairs))))["params"]
     params = flax.serialization.from_bytes(template, (path / PARAMS_FILE).read_bytes())
     mean = np.asarray(meta["obs_mean"], np.float32)
     std = np.asarray(meta["obs_std"], np.float32)
     apply = jax.jit(lambda x: net.apply({"params": params}, x))
 
     def chunk(obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        flat = (obs_spec.flatten(obs) - mean) / std
+        flat = (extend(obs_spec.flatten(obs), pairs) - mean) / std
         return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None])))[0])
 
     if config.horizon == 1:

@@ -154,3 +154,20 @@ def test_an_existing_path_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "already exists" in err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_bc_clones_it_and_evaluates_by_its_own_success_key(tmp_path: Path) -> None:
+    import json
+
+    from handrail.launch import cli
+
+    store = tmp_path / "demos"
+    assert lift_can.record_demos(store, episodes=10, seed=0) == 10
+    run = tmp_path / "bc"
+    assert cli.main(["bc", "--demos", str(store), "--task", lift_can.TASK_ID, "--success-key",
+                     lift_can.SUCCESS_KEY, "--eval-episodes", "10", "--bc.steps", "1000",
+                     "--run-dir", str(run), "--no-progress"]) == 0  # fmt: skip
+    pairs = json.loads((run / "checkpoints" / "best" / "bc.json").read_text())["pairs"]
+    assert len(pairs) >= 2  # the can from the hand, found in the demonstrations
+    success = json.loads((run / "eval.json").read_text())["eval"]["success_rate"]
+    assert success >= 0.5  # read from info["can_lifted"]: info["success"] is never set

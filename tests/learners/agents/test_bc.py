@@ -124,3 +124,38 @@ def test_a_folder_that_is_not_a_bc_checkpoint_says_what_it_is(tmp_path: Path) ->
         load_bc_policy(tmp_path)
     with pytest.raises(ValueError, match="execute"):
         BCConfig(horizon=2, execute=3)
+
+
+def reaching(count: int = 10, length: int = 11, seed: int = 0) -> SimpleNamespace:
+    """Episodes in which a hand goes to an object placed at random: the action is the step
+    towards it, a function of the two positions' difference only."""
+    rng = np.random.default_rng(seed)
+    hand, target, action = [], [], []
+    for _ in range(count):
+        goal = rng.uniform(0.3, 0.7, 2)
+        start = rng.uniform(-0.2, 0.2, 2)
+        for t in range(length):
+            pos = start + (goal - start) * t / (length - 1)
+            hand.append(pos)
+            target.append(goal)
+            action.append((goal - pos) / 2)
+    return SimpleNamespace(obs={"hand_m": np.asarray(hand, np.float32),
+                                "object_m": np.asarray(target, np.float32)},
+                           action=np.asarray(action, np.float32),
+                           episode_starts=np.arange(count) * length,
+                           episode_lengths=np.full(count, length))  # fmt: skip
+
+
+def test_bc_reads_the_differences_the_demonstrations_bring_together(tmp_path: Path) -> None:
+    spec = ObsSpec(("hand_m", "object_m"), ((2,), (2,)))
+    data = reaching()
+    config = BCConfig(hidden_dims=(32,), steps=200, eval_every=100, val_fraction=0.0)
+    result = train_bc(data, spec, ACT, config)
+    assert result.pairs == ((0, 2), (1, 3)) and result.obs_mean.shape == (6,)
+    save_bc(tmp_path, result, config, spec, ACT)
+    policy = load_bc_policy(tmp_path)
+    obs = {"hand_m": np.array([0.1, 0.2], np.float32), "object_m": np.array([0.5, 0.4], np.float32)}
+    assert policy(obs).shape == (2,) and np.isfinite(policy(obs)).all()
+    plain = train_bc(data, spec, ACT, BCConfig(hidden_dims=(32,), steps=200, eval_every=100,
+                                               val_fraction=0.0, relative_inputs=False))  # fmt: skip
+    assert plain.pairs == () and plain.obs_mean.shape == (4,)
