@@ -33,10 +33,10 @@ def _one_sac_per_config() -> Iterator[None]:
     built: dict[str, Any] = {}
     original = sac.SAC
 
-    def shared(obs_spec: Any, action_spec: Any, config: Any) -> Any:
-        key = repr((obs_spec, action_spec, config))
+    def shared(obs_spec: Any, action_spec: Any, config: Any, pairs: Any = ()) -> Any:
+        key = repr((obs_spec, action_spec, config, pairs))
         if key not in built:
-            built[key] = original(obs_spec, action_spec, config)
+            built[key] = original(obs_spec, action_spec, config, pairs=pairs)
         return built[key]
 
     with pytest.MonkeyPatch.context() as patch:

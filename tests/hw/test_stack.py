@@ -250,7 +250,9 @@ def test_a_short_training_run_through_the_stack_improves_the_policy(ros, tmp_pat
     config = tmp_path / "config.json"
     sac = SACConfig(hidden_dims=(64, 64), batch_size=64, utd=4, gamma=0.95, init_temperature=0.01,
                     n_step=3, backup_entropy=False, entropy_rows="online", bc_weight=1.0)  # fmt: skip
-    loop = LoopConfig(warmup_steps=100, buffer_capacity=20_000, intervention_capacity=1000)
+    loop = LoopConfig(
+        warmup_steps=100, buffer_capacity=20_000, intervention_capacity=1000, normalize_obs=False
+    )  # raw inputs, as the arm tasks' presets
     config.write_text(json.dumps({"sac": sac.to_json(), "loop": dataclasses.asdict(loop)}))
     demos, run = tmp_path / "demos", tmp_path / "run"
     out = ros(
