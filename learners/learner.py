@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from handrail.control.step import ActedBy, Step
-from handrail.learners import obs_norm, replay
+from handrail.learners import obs_norm, replay, replay_io
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
@@ -309,11 +309,8 @@ class Learner:
         """Fit the observation normalisation on every row the replay holds (demonstrations,
         warm-up, corrections) and freeze it in the agent state (see :mod:`obs_norm`); ``only``:
         of these keys alone."""
-        host = jax.device_get((self.replay.data["obs"], self.replay.size))
-        rows = np.concatenate([
-            host[0][self.layout.offset(s) : self.layout.offset(s) + int(host[1][s])]
-            for s in range(len(self.layout.segments))
-        ])  # fmt: skip
+        live = replay_io.to_arrays(self.layout, self.replay)
+        rows = np.concatenate([live[f"{name}/obs"] for name, _ in self.layout.segments])
         norm = obs_norm.fit(self.sac.input_spec, obs_norm.extend(rows, self.sac.pairs), only=only)
         self.state = dataclasses.replace(
             self.state, obs_norm=jax.tree_util.tree_map(jax.numpy.asarray, norm)

@@ -90,15 +90,6 @@ def identity(dim: int) -> ObsNorm:
     }
 
 
-def _slices(spec: ObsSpec) -> list[tuple[str, slice]]:
-    out, start = [], 0
-    for key, shape in zip(spec.keys, spec.shapes, strict=True):
-        size = math.prod(shape)
-        out.append((key, slice(start, start + size)))
-        start += size
-    return out
-
-
 def meeting_pairs(
     spec: ObsSpec, obs: np.ndarray, first: np.ndarray, final: np.ndarray,
     keep: Sequence[str] = KEEP_KEYS,
@@ -114,7 +105,7 @@ def meeting_pairs(
     start, end = obs[np.asarray(first, bool)], obs[np.asarray(final, bool)]
     if len(start) < 2 or len(start) != len(end) or not np.isfinite(obs).all():
         return ()
-    skip = {c for key, cols in _slices(spec) if key in keep for c in range(spec.dim)[cols]}
+    skip = {c for key, cols in spec.slices() if key in keep for c in range(spec.dim)[cols]}
     columns = [c for c in range(spec.dim) if c not in skip]
     spread = obs.std(axis=0)
     pairs = []
@@ -158,7 +149,7 @@ def input_spec(spec: ObsSpec, pairs: Pairs) -> ObsSpec:
 def pair_names(spec: ObsSpec, pairs: Pairs) -> list[str]:
     """``key[col]-key[col]`` for each pair (what the run prints and config.json keeps)."""
     names = []
-    for key, cols in _slices(spec):
+    for key, cols in spec.slices():
         names += [f"{key}[{c}]" if cols.stop - cols.start > 1 else key
                   for c in range(cols.stop - cols.start)]  # fmt: skip
     return [f"{names[i]}-{names[j]}" for i, j in pairs]
@@ -186,7 +177,7 @@ def fit(
             "raise --loop.warmup-steps or give demonstrations (or --loop.no-normalize-obs)"
         )
     norm = identity(spec.dim)
-    chosen = [(key, cols) for key, cols in _slices(spec)
+    chosen = [(key, cols) for key, cols in spec.slices()
               if key not in keep and (only is None or key in only)]  # fmt: skip
     share = sum(cols.stop - cols.start for _, cols in chosen) / max(len(chosen), 1)
     for key, cols in chosen:
@@ -230,7 +221,7 @@ def to_json(spec: ObsSpec, norm: ObsNorm) -> dict[str, dict[str, list[float]]]:
     shift, scale, bound = (np.asarray(norm[k], np.float64) for k in ("shift", "scale", "bound"))
     return {
         key: {"mean": shift[cols].tolist(), "std": scale[cols].tolist()}
-        for key, cols in _slices(spec)
+        for key, cols in spec.slices()
         if np.isfinite(bound[cols]).all()
     }
 
@@ -240,7 +231,7 @@ def describe(spec: ObsSpec, norm: ObsNorm) -> str:
     scale, bound = np.asarray(norm["scale"]), np.asarray(norm["bound"])
     parts = [
         f"{key} /{float(scale[cols].max()):.3g}"
-        for key, cols in _slices(spec)
+        for key, cols in spec.slices()
         if np.isfinite(bound[cols]).all()
     ]
     if not parts:

@@ -51,6 +51,14 @@ class ObsSpec:
         """Length of the flat observation vector."""
         return sum(math.prod(s) for s in self.shapes)
 
+    def slices(self) -> list[tuple[str, slice]]:
+        """Each key and its columns in the flat observation vector, in flattening order."""
+        out, start = [], 0
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            out.append((key, slice(start, start + math.prod(shape))))
+            start += math.prod(shape)
+        return out
+
     @classmethod
     def from_space(cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = ()) -> ObsSpec:
         """Spec of a Box or Dict-of-Box space, every key in the space's order.

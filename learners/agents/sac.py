@@ -10,7 +10,6 @@ matmuls). A non-finite loss anywhere in the block leaves the state unchanged.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -221,17 +220,14 @@ def _residual_columns(
             "wrap the env with handrail.learners.agents.residual.ResidualObservation (handrail train "
             "--residual-on does)"
         )
-    start = 0
-    for key, shape in zip(obs_spec.keys, obs_spec.shapes, strict=True):
-        if key == BASE_ACTION_KEY:
-            if shape != (action_spec.dim,):
-                raise ValueError(
-                    f"SAC: observation key {BASE_ACTION_KEY!r} has shape {shape}; it must be "
-                    f"the base action, shape ({action_spec.dim},)"
-                )
-            break
-        start += math.prod(shape)
-    base = np.arange(start, start + action_spec.dim)
+    shape = obs_spec.shapes[obs_spec.keys.index(BASE_ACTION_KEY)]
+    if shape != (action_spec.dim,):
+        raise ValueError(
+            f"SAC: observation key {BASE_ACTION_KEY!r} has shape {shape}; it must be "
+            f"the base action, shape ({action_spec.dim},)"
+        )
+    columns = dict(obs_spec.slices())[BASE_ACTION_KEY]
+    base = np.arange(columns.start, columns.stop)
     return base, np.setdiff1d(np.arange(obs_spec.dim), base)
 
 
