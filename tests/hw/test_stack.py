@@ -132,21 +132,26 @@ def command(x, seconds):
 
 def moved_after(t0, skip, until=float("inf")):
     after = [p for t, p in poses if t0 + skip < t < until]
+    if len(after) < 2:
+        return 0.0
     return float(np.hypot(after[-1].x - after[0].x, after[-1].z - after[0].z))
 
 # Moving towards x = 0.65 at the step limit. Under load the safety node may see its first pose
-# (or this client's commands) seconds after this client does: command until the arm moves.
-t_start, x0 = time.monotonic(), poses[-1][1].x
-while abs(poses[-1][1].x - x0) < 0.02 and time.monotonic() < t_start + 30:
-    command(0.65, 0.1)
-command(0.65, 0.5)
+# (or this client's commands) seconds after this client does: command until the arm moves, and
+# latch the e-stop while it does (a fixed wait let a slowed client see it arrive and brake first).
 assert estop.wait_for_service(timeout_sec=10)
+t_start = time.monotonic()
+while moved_after(time.monotonic() - 0.4, 0) < 0.015 and time.monotonic() < t_start + 30:
+    command(0.65, 0.1)
 t_stop = time.monotonic()
 moving = moved_after(t_stop - 0.4, 0, t_stop)
 future = estop.call_async(SetBool.Request(data=True))
 rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+# Under load the reply can take longer than a control period: the clock starts when the
+# safety node has answered (it latches before it answers), not when this client asked.
+t_latched = time.monotonic()
 command(0.3, 1.0)  # commands during the e-stop are dropped
-estop_moved = moved_after(t_stop, 0.1)
+estop_moved = moved_after(t_latched, 0.1)
 future = estop.call_async(SetBool.Request(data=False))
 rclpy.spin_until_future_complete(node, future, timeout_sec=5)
 t_clear = time.monotonic()
