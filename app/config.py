@@ -29,6 +29,7 @@ from handrail.app.presets import (
     Layer,
 )
 from handrail.learners.agents.sac import SACConfig
+from handrail.learners.distributed.protocol import DistConfig
 from handrail.learners.learner import LoopConfig
 
 __all__ = ["LAYERS", "Settings", "TrainConfig", "bc_preset", "check_task_options",
@@ -98,6 +99,14 @@ class TrainConfig:
     residual_enable_steps: int = 0
     """Residual RL: switch the correction on progressively over this many env steps (each
     step runs the base alone with probability 1 - steps/N; Policy Decorator). 0: at once."""
+    actors: int = 0
+    """Env actors on Ray (each its own process: ``pip install 'handrail[ray]'``), all feeding
+    one learner; 0: everything in this process, without Ray (the default, fastest on one CPU)."""
+    ray_address: str | None = None
+    """With --actors: join the Ray cluster at HOST:PORT instead of starting one (loopback)."""
+    dist: DistConfig = field(default_factory=DistConfig)
+    """With --actors: batching, params broadcast and learner checkpoints (see
+    docs/distributed.md)."""
 
     def __post_init__(self) -> None:
         bad = [
@@ -108,6 +117,7 @@ class TrainConfig:
                 ("eval_episodes", 1),
                 ("expert_demos", 0),
                 ("residual_enable_steps", 0),
+                ("actors", 0),
             )
             if getattr(self, name) < low
         ]
@@ -152,6 +162,7 @@ class TrainConfig:
         values["sac"] = SACConfig.from_json(values.get("sac", {}))
         values["loop"] = LoopConfig(**values.get("loop", {}))
         values["hil"] = HumanLoopConfig.from_json(values.get("hil", {}))
+        values["dist"] = DistConfig(**values.get("dist", {}))
         for name in ("demos", "resume", "run_dir", "record"):
             if values.get(name) is not None:
                 values[name] = Path(values[name])

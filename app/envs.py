@@ -248,3 +248,14 @@ def check_spaces(env: gym.Env, task: str) -> tuple[Any, Any]:
         return ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
     except TypeError as exc:
         raise TypeError(f"--task {task!r}: {exc}") from exc
+
+
+def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
+    """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
+    from handrail.learners.specs import ActionSpec, ObsSpec
+
+    try:
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys)
+        return obs_spec, ActionSpec.from_space(env.action_space)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--task {cfg.task!r}: {exc}") from exc

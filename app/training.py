@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from handrail.app.config import Settings, TrainConfig, check_task_options, default_run_dir, preset
-from handrail.app.envs import make_env
+from handrail.app.envs import learner_specs, make_env
 from handrail.app.runs import (
     exists_message,
     kept_checkpoint,
@@ -108,6 +108,10 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
 
     cfg, run_path = resolve_run(config)
     check_task_options(cfg)
+    if cfg.actors > 0:
+        from handrail.app.distributed import train_distributed
+
+        return train_distributed(cfg, settings, run_path)
     env = make_env(cfg.task, **cfg.env)
     demos = load_demos(cfg, env, *learner_specs(env, cfg))
     eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
@@ -191,17 +195,6 @@ def with_base(cfg: TrainConfig, env: Any, eval_env: Any, demos: Any) -> tuple[An
     env = ResidualObservation(env, base, enable_steps=cfg.residual_enable_steps, seed=cfg.seed)
     eval_env = ResidualObservation(eval_env, make_base(cfg.residual_on, cfg.task, eval_env))
     return env, eval_env, demos
-
-
-def learner_specs(env: Any, cfg: TrainConfig) -> tuple[Any, Any]:
-    """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
-    from handrail.learners.specs import ActionSpec, ObsSpec
-
-    try:
-        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys)
-        return obs_spec, ActionSpec.from_space(env.action_space)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"--task {cfg.task!r}: {exc}") from exc
 
 
 def open_recorder(cfg: TrainConfig, env: Any) -> Any:

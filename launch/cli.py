@@ -36,6 +36,15 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "Train a policy (SAC/RLPD in JAX, or SB3) on a task.",
         parse="handrail.launch.commands.train:parse_command",
     ),
+    ("learner",): Command(
+        "handrail.launch.commands.distributed:learner",
+        "Start a run's learner on Ray; env actors join it (handrail actor).",
+        parse="handrail.launch.commands.distributed:parse_learner",
+    ),
+    ("actor",): Command(
+        "handrail.launch.commands.distributed:actor",
+        "Run one env actor here, feeding a learner on a Ray cluster.",
+    ),
     ("eval",): Command(
         "handrail.launch.commands.evaluate:evaluate",
         "Evaluate a run or checkpoint: success rate with CI.",
@@ -92,6 +101,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("bench", "learning"): Command(
         "handrail.bench.learning:bench_learning",
         "Sparse-reward learning: steps and minutes to 90% sustained, vs SB3 and SBX.",
+    ),
+    ("bench", "distributed"): Command(
+        "handrail.bench.distributed:bench_distributed",
+        "Ray: overhead vs one process, scaling with actors, learner restart, staleness.",
     ),
     ("bench", "store"): Command(
         "handrail.bench.store:bench_store", "Episode-store latency and throughput vs naive zarr."

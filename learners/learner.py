@@ -279,6 +279,12 @@ class Learner:
         online = self.take_online_rows()
         self.replay = replay.insert(self.layout, self.replay, self.layout.segment(ONLINE), online)
 
+    def break_chain(self, actor_id: int) -> None:
+        """The actor's next step starts a new chain: its open one (steps lost in between, or an
+        actor that restarted mid-episode) is never sampled past its last row. Flush first."""
+        self._first_online[actor_id] = True
+        self._in_intervention[actor_id] = False
+
     @property
     def pending_steps(self) -> int:
         """Steps received but not in the replay yet: staged for the next insert, or held back

@@ -47,7 +47,9 @@ class TrainCommand:
     """Print the settings instead of training."""
 
 
-def parse_command(argv: Sequence[str]) -> TrainCommand:
+def parse_command(argv: Sequence[str], prog: str = "handrail train",
+                  description: str = "Train a policy on a task (defaults: the task's preset)."
+                  ) -> TrainCommand:  # fmt: skip
     """The settings of a command line: its ``--task``'s presets (with those of ``--human``,
     ``--residual-on`` and ``--sac-preset``), then every option it names, as ``command line``
     (even where the value equals the layer below)."""
@@ -60,8 +62,8 @@ def parse_command(argv: Sequence[str]) -> TrainCommand:
     }
     demos = option_value(argv, "--demos")  # a store replaces the preset's expert demos
     default = resolve(task, **selected, overrides={"demos": Path(demos)} if demos else None)
-    options = tyro.cli(_Options, default=_Options(default.config), args=argv, prog="handrail train",
-                       description="Train a policy on a task (defaults: the task's preset).")  # fmt: skip
+    options = tyro.cli(_Options, default=_Options(default.config), args=argv, prog=prog,
+                       description=description)  # fmt: skip
     named = _named(argv, {*default.values, "env_kwargs"})
     overrides = {path: functools.reduce(getattr, path.split("."), options.config) for path in named}
     return TrainCommand(resolve(task, **selected, overrides=overrides), options.print_config)

@@ -1,0 +1,308 @@
+"""Training past one process: ``handrail train --actors N``, ``handrail learner``, ``handrail actor``.
+
+One learner (a Ray actor that owns the replay, the updates and the checkpoints) and any number
+of env actors (Ray actors making the task's env, or ``handrail actor`` / ``actor_node
+learner:=ray`` processes beside a robot) meet through :mod:`handrail.learners.distributed`.
+This module starts or joins the Ray runtime, checks every input before any work starts, and
+drives the run: progress bar, episode log, evaluations in an actor of their own (they never
+pause data collection), restarts of actors that died, and the run folder (``events.jsonl``
+says what happened and when).
+
+Security: a Ray runtime that handrail starts listens on loopback only and requires Ray's token
+(``RAY_AUTH_MODE=token``, Ray >= 2.52): the token is in ``~/.ray/auth_token``. Anyone who can
+reach a Ray cluster's ports with its token can run code on it: see docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from handrail.app.config import Settings, TrainConfig
+
+LEARNER_NAME = "learner"
+"""The learner's Ray actor name (in the ``handrail`` namespace): one learner per cluster."""
+MIN_RAY = (2, 52)
+"""Token authentication came with Ray 2.52."""
+
+
+def ray_version_problem(version: str) -> str:
+    """Why this Ray is too old ("" when it is new enough)."""
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts >= MIN_RAY:
+        return ""
+    return (f"Ray {version} is older than {MIN_RAY[0]}.{MIN_RAY[1]} (token authentication): "
+            "pip install 'handrail[ray]'")  # fmt: skip
+
+
+def check_address(address: str, timeout_s: float = 3.0) -> None:
+    """Fail in one line when nothing listens at ``HOST:PORT`` (before Ray waits a minute)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--ray-address {address!r}: give HOST:PORT of the cluster's head, "
+                         "e.g. 127.0.0.1:6379")  # fmt: skip
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); start the "
+            "cluster first (ray start --head, or handrail learner), or check the address and "
+            "that an SSH tunnel to it is up"
+        ) from None
+
+
+@contextmanager
+def ray_runtime(address: str | None, *, cpus: int) -> Iterator[str]:
+    """Start a local Ray runtime (loopback, token required) or join ``address``; yields the
+    address actors join with. A runtime this started is shut down at the end."""
+    if "ray" in sys.modules and os.environ.get("RAY_AUTH_MODE") is None:
+        raise ValueError("Ray was imported before handrail could ask for its token "
+                         "authentication: set RAY_AUTH_MODE=token in the environment")  # fmt: skip
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # read when Ray is imported
+    if address is None:  # Ray's single-machine mode: every server binds loopback only
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--actors, handrail learner and handrail actor need Ray: "
+                         "pip install 'handrail[ray]'") from None  # fmt: skip
+    problem = ray_version_problem(ray.__version__)
+    if problem:
+        raise ValueError(problem)
+    if address is None:
+        ray.init(num_cpus=cpus, include_dashboard=False, namespace="handrail",
+                 configure_logging=False)  # fmt: skip
+    else:
+        check_address(address)
+        try:
+            ray.init(address=address, namespace="handrail", configure_logging=False)
+        except (ConnectionError, RuntimeError) as exc:
+            raise ValueError(_join_problem(address, exc)) from None
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def _join_problem(address: str, exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "version" in text.lower():
+        return (f"--ray-address {address}: the cluster runs another Ray or Python version than "
+                f"this machine ({text}); install the same versions on every machine")  # fmt: skip
+    if "auth" in text.lower() or "token" in text.lower():
+        return (f"--ray-address {address}: the cluster asks for its token ({text}); copy the "
+                "head's ~/.ray/auth_token here or set RAY_AUTH_TOKEN")  # fmt: skip
+    return f"--ray-address {address}: cannot join the cluster ({text})"
+
+
+def check_distributed(cfg: TrainConfig) -> None:
+    """Options ``--actors`` cannot take, in one line."""
+    bad = []
+    if cfg.learner != "jax":
+        bad.append(f"--learner {cfg.learner} (peers have no remote learner)")
+    if cfg.human != "none":
+        bad.append(f"--human {cfg.human} (a person acts through actor_node learner:=ray)")
+    if cfg.residual_on is not None:
+        bad.append("--residual-on")
+    if cfg.record is not None:
+        bad.append("--record")
+    if cfg.loop.takeover_penalty > 0:
+        bad.append("--loop.takeover-penalty")
+    if bad:
+        raise ValueError(f"--actors {cfg.actors}: not with {', '.join(bad)}; train with "
+                         "--actors 0 (one process) for these")  # fmt: skip
+
+
+def train_distributed(cfg: TrainConfig, settings: Settings | None, run_path: Path) -> int:
+    """``handrail train --actors N`` (N sim env actors) and ``handrail learner`` (N = 0: the
+    actors join from elsewhere)."""
+    from handrail.app.envs import learner_specs, make_env
+    from handrail.app.provenance import run_settings, write_settings
+    from handrail.app.runs import new_run_folder
+    from handrail.app.train_demos import load_demos
+    from handrail.learners.distributed import ray_link
+    from handrail.learners.distributed.protocol import env_signature
+    from handrail.learners.runlog import RunDir
+
+    check_distributed(cfg)
+    env = make_env(cfg.task, **cfg.env)
+    specs = learner_specs(env, cfg)
+    demos = load_demos(cfg, env, *specs)
+    sac, rows = _agent(cfg, specs, demos)
+    settings = run_settings(cfg, run_path, settings)
+    print(f"handrail train: preset: {settings.preset}", file=sys.stderr)
+    with ray_runtime(cfg.ray_address, cpus=max(2, cfg.actors + 1)) as address:
+        import ray
+
+        if cfg.resume is None:
+            run_path = new_run_folder(run_path, numbered=cfg.run_dir is None)
+        print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
+        with RunDir(run_path) as run:
+            run.write_config(cfg.to_json())
+            write_settings(run_path, settings)
+            learner = ray_link.start_learner(LEARNER_NAME, sac, cfg.loop, cfg.dist, seed=cfg.seed,
+                                             demos=rows, folder=run_path.resolve(),
+                                             signature=env_signature(env))  # fmt: skip
+            ray.get(learner.stats.remote())  # built (or restored) before any actor starts
+            print(f"handrail train: learner on Ray at {address}; more actors join with: "
+                  f"handrail actor --task {cfg.task} --ray-address {address}",
+                  file=sys.stderr)  # fmt: skip
+            make = functools.partial(make_env, cfg.task, **cfg.env)
+            actors = {
+                f"actor-{i}": ray_link.start_env_actor(
+                    f"actor-{i}", make, sac, cfg.dist, LEARNER_NAME,
+                    seed=cfg.seed + 1_000_000 * (i + 1), success_key=cfg.success_key,
+                    warmup_steps=cfg.loop.warmup_steps // max(cfg.actors, 1))
+                for i in range(cfg.actors)
+            }  # fmt: skip
+            evaler = ray_link.start_eval_actor(
+                functools.partial(make_env, cfg.task, render_mode="rgb_array" if cfg.video else None,
+                                  **cfg.env),
+                sac, seed=cfg.seed + 10_000, success_key=cfg.success_key)  # fmt: skip
+            last = _drive(cfg, run, learner, actors, evaler)
+            ray.get(learner.close.remote())  # its update thread stops before its process
+            for handle in [*actors.values(), evaler, learner]:
+                ray.kill(handle, no_restart=True)
+    if last is not None:
+        keep = ("env_steps", "success_rate", "mean_return")
+        print(f"handrail train: last eval {json.dumps({k: last.get(k) for k in keep})}",
+              file=sys.stderr)  # fmt: skip
+    print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
+    return 0
+
+
+def _agent(cfg: TrainConfig, specs: tuple[Any, Any], demos: Any) -> tuple[Any, Any]:
+    """The SAC agent and the demonstration rows (with the relative inputs they imply)."""
+    from handrail.learners.agents.sac import SAC
+    from handrail.learners.demo_data import to_rows
+    from handrail.learners.obs_norm import demo_pairs
+
+    rows = None if demos is None else to_rows(demos, *specs)
+    pairs = demo_pairs(specs[0], rows, cfg.loop.relative_inputs)
+    return SAC(*specs, cfg.sac, pairs=pairs), rows
+
+
+def _event(run: Any, text: str) -> None:
+    from handrail.learners.distributed.protocol import EVENTS_FILE
+
+    with open(Path(run.path) / EVENTS_FILE, "a") as f:
+        f.write(json.dumps({"time": time.time(), "event": text}) + "\n")
+    print(f"handrail train: {text}", file=sys.stderr)
+
+
+def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
+           evaler: Any) -> dict[str, Any] | None:  # fmt: skip
+    """Run until the learner holds ``cfg.steps`` steps: restart actors that die, log episodes,
+    evaluate every ``eval_every`` steps in the eval actor; a final evaluation at the end."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    from handrail.learners.monitor import RunMonitor
+
+    pending: dict[str, Any] = {}  # the eval result the monitor logs next
+    saves: list[Any] = []  # waited for before the learner stops
+    monitor = RunMonitor(
+        run, total_steps=cfg.steps, eval_every=10**12, evaluate=lambda _: pending.pop("result"),
+        save_latest=lambda: saves.append(learner.save.remote()), video_fps=20.0,
+        save_best=lambda: saves.append(
+            learner.save_best.remote({"env_steps": steps, "task": cfg.task})),
+        progress=cfg.progress, stop_at_success=cfg.stop_at_success,
+    )  # fmt: skip
+    runs = {actor.run.remote(cfg.steps): name for name, actor in actors.items()}
+    next_eval, evaluating, eval_at = cfg.eval_every, None, 0
+    steps: int = 0
+    updates: int = 0
+    learner_down = False
+    try:
+        caught_up = False  # the learner ran every update block its steps are owed
+        while not (steps >= cfg.steps and caught_up) and not monitor.should_stop:
+            done, _ = ray.wait(list(runs), timeout=0.25) if runs else ([], [])
+            for future in done:
+                name = runs.pop(future)
+                try:
+                    ray.get(future)
+                except RayActorError:
+                    _event(run, f"{name} died; Ray restarted it, and it goes on")
+                    runs[actors[name].run.remote(cfg.steps)] = name
+            if not runs and not actors:
+                time.sleep(0.25)  # handrail learner: the actors run elsewhere
+            try:
+                stats = ray.get(learner.stats.remote(), timeout=30)
+                episodes = ray.get(learner.take_episodes.remote(), timeout=30)
+            except (RayActorError, GetTimeoutError):
+                if not learner_down:
+                    _event(run, "the learner is unavailable; Ray restarts it from its latest "
+                                "checkpoint and the actors reconnect")  # fmt: skip
+                learner_down = True
+                continue
+            if learner_down:
+                _event(run, f"the learner is back at {stats['steps']} steps")
+                learner_down = False
+            steps, updates, caught_up = stats["steps"], stats["updates"], stats["caught_up"]
+            finished = [(e["return"], e["length"], e["success"]) for e in episodes]
+            monitor.on_step(steps, updates, finished, stats["metrics"])
+            if evaluating is None and steps >= next_eval:
+                next_eval = (steps // cfg.eval_every + 1) * cfg.eval_every
+                _, params, _ = ray.get(learner.latest.remote())
+                evaluating, eval_at = evaler.evaluate.remote(params, cfg.eval_episodes,
+                                                             cfg.video), steps  # fmt: skip
+            if evaluating is not None and ray.wait([evaluating], timeout=0)[0]:
+                pending["result"] = ray.get(evaluating)
+                evaluating = None
+                monitor.evaluate_now(eval_at)
+        _, params, _ = ray.get(learner.latest.remote())
+        pending["result"] = ray.get(evaler.evaluate.remote(params, cfg.eval_episodes, cfg.video))
+        record = monitor.evaluate_now(steps)
+        for save in saves:
+            with contextlib.suppress(RayActorError):  # one a learner that died did not make
+                ray.get(save)
+        return record
+    finally:
+        monitor.close()
+        with contextlib.suppress(RayActorError, GetTimeoutError):  # the learner's counts
+            stats = ray.get(learner.stats.remote(), timeout=30)
+            run.log("distributed", stats["steps"], {
+                "updates": stats["updates"], "dropped": stats["dropped"],
+                "actors": {r["name"]: r["acked"] for r in stats["actors"].values()}})  # fmt: skip
+
+
+def run_actor(task: str, address: str, *, env_kwargs: dict[str, Any], name: str, seed: int,
+              success_key: str, steps: int) -> int:  # fmt: skip
+    """``handrail actor``: one env actor in this process, feeding the learner at ``address``
+    (the agent and its settings come from the learner; the env is made here)."""
+    from handrail.app.envs import make_env
+    from handrail.learners.distributed import ray_link
+    from handrail.learners.distributed.protocol import ActorService
+
+    env = make_env(task, **env_kwargs)
+    with ray_runtime(address, cpus=1):
+        import ray
+
+        try:
+            handle = ray.get_actor(LEARNER_NAME, namespace=ray_link.NAMESPACE)
+        except ValueError:
+            raise ValueError(f"--ray-address {address}: no handrail learner runs on that cluster; "
+                             "start one with handrail learner or handrail train --actors N") from None  # fmt: skip
+        sac, dist, warmup = cast(tuple[Any, Any, int], ray.get(handle.agent.remote()))
+        try:
+            service = ActorService(env, sac, dist, ray_link.link(handle), seed=seed, name=name,
+                                   success_key=success_key, warmup_steps=warmup)  # fmt: skip
+        except ray.exceptions.RayTaskError as exc:  # the learner refused it: say why
+            raise ValueError(str(exc.cause) if exc.cause else str(exc)) from None
+        print(f"handrail actor: {name} feeds the learner at {address} (actor id "
+              f"{service.actor_id})", file=sys.stderr)  # fmt: skip
+        stats = service.run(steps)
+    print(f"handrail actor: {stats.taken} steps taken, {stats.dropped} dropped, {stats.resent} "
+          f"sent again after {stats.reconnects} reconnects", file=sys.stderr)  # fmt: skip
+    env.close()
+    return 0
