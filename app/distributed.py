@@ -19,90 +19,33 @@ import contextlib
 import functools
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from handrail.app.config import Settings, TrainConfig
-
-LEARNER_NAME = "learner"
-"""The learner's Ray actor name (in the ``handrail`` namespace): one learner per cluster."""
-MIN_RAY = (2, 52)
-"""Token authentication came with Ray 2.52."""
-
-
-def ray_version_problem(version: str) -> str:
-    """Why this Ray is too old ("" when it is new enough)."""
-    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    if parts >= MIN_RAY:
-        return ""
-    return (f"Ray {version} is older than {MIN_RAY[0]}.{MIN_RAY[1]} (token authentication): "
-            "pip install 'handrail[ray]'")  # fmt: skip
-
-
-def check_address(address: str, timeout_s: float = 3.0) -> None:
-    """Fail in one line when nothing listens at ``HOST:PORT`` (before Ray waits a minute)."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--ray-address {address!r}: give HOST:PORT of the cluster's head, "
-                         "e.g. 127.0.0.1:6379")  # fmt: skip
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise ValueError(
-            f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); start the "
-            "cluster first (ray start --head, or handrail learner), or check the address and "
-            "that an SSH tunnel to it is up"
-        ) from None
+from handrail.learners.distributed import ray_link
+from handrail.learners.distributed.ray_link import LEARNER_NAME
 
 
 @contextmanager
 def ray_runtime(address: str | None, *, cpus: int) -> Iterator[str]:
     """Start a local Ray runtime (loopback, token required) or join ``address``; yields the
     address actors join with. A runtime this started is shut down at the end."""
-    if "ray" in sys.modules and os.environ.get("RAY_AUTH_MODE") is None:
-        raise ValueError("Ray was imported before handrail could ask for its token "
-                         "authentication: set RAY_AUTH_MODE=token in the environment")  # fmt: skip
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # read when Ray is imported
     if address is None:  # Ray's single-machine mode: every server binds loopback only
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("--actors, handrail learner and handrail actor need Ray: "
-                         "pip install 'handrail[ray]'") from None  # fmt: skip
-    problem = ray_version_problem(ray.__version__)
-    if problem:
-        raise ValueError(problem)
-    if address is None:
-        ray.init(num_cpus=cpus, include_dashboard=False, namespace="handrail",
+        ray = ray_link.import_ray()
+        ray.init(num_cpus=cpus, include_dashboard=False, namespace=ray_link.NAMESPACE,
                  configure_logging=False)  # fmt: skip
     else:
-        check_address(address)
-        try:
-            ray.init(address=address, namespace="handrail", configure_logging=False)
-        except (ConnectionError, RuntimeError) as exc:
-            raise ValueError(_join_problem(address, exc)) from None
+        ray = ray_link.join_cluster(address)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
-
-
-def _join_problem(address: str, exc: Exception) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "version" in text.lower():
-        return (f"--ray-address {address}: the cluster runs another Ray or Python version than "
-                f"this machine ({text}); install the same versions on every machine")  # fmt: skip
-    if "auth" in text.lower() or "token" in text.lower():
-        return (f"--ray-address {address}: the cluster asks for its token ({text}); copy the "
-                "head's ~/.ray/auth_token here or set RAY_AUTH_TOKEN")  # fmt: skip
-    return f"--ray-address {address}: cannot join the cluster ({text})"
 
 
 def check_distributed(cfg: TrainConfig) -> None:
@@ -130,7 +73,6 @@ def train_distributed(cfg: TrainConfig, settings: Settings | None, run_path: Pat
     from handrail.app.provenance import run_settings, write_settings
     from handrail.app.runs import new_run_folder
     from handrail.app.train_demos import load_demos
-    from handrail.learners.distributed import ray_link
     from handrail.learners.distributed.protocol import env_signature
     from handrail.learners.runlog import RunDir
 
@@ -223,6 +165,7 @@ def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
     steps: int = 0
     updates: int = 0
     learner_down = False
+    died: dict[str, float] = {}  # when each actor last failed
     try:
         caught_up = False  # the learner ran every update block its steps are owed
         while not (steps >= cfg.steps and caught_up) and not monitor.should_stop:
@@ -231,8 +174,10 @@ def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
                 name = runs.pop(future)
                 try:
                     ray.get(future)
-                except RayActorError:
-                    _event(run, f"{name} died; Ray restarted it, and it goes on")
+                except RayActorError:  # each call fails until Ray has restarted it
+                    if time.monotonic() - died.get(name, -60.0) > 30.0:
+                        _event(run, f"{name} died; Ray restarted it, and it goes on")
+                    died[name] = time.monotonic()
                     runs[actors[name].run.remote(cfg.steps)] = name
             if not runs and not actors:
                 time.sleep(0.25)  # handrail learner: the actors run elsewhere
@@ -281,27 +226,19 @@ def run_actor(task: str, address: str, *, env_kwargs: dict[str, Any], name: str,
     """``handrail actor``: one env actor in this process, feeding the learner at ``address``
     (the agent and its settings come from the learner; the env is made here)."""
     from handrail.app.envs import make_env
-    from handrail.learners.distributed import ray_link
-    from handrail.learners.distributed.protocol import ActorService
 
     env = make_env(task, **env_kwargs)
-    with ray_runtime(address, cpus=1):
-        import ray
+    handle, sac, dist, warmup = ray_link.join_learner(address)
+    import ray  # joined: Ray was imported asking for token authentication
 
-        try:
-            handle = ray.get_actor(LEARNER_NAME, namespace=ray_link.NAMESPACE)
-        except ValueError:
-            raise ValueError(f"--ray-address {address}: no handrail learner runs on that cluster; "
-                             "start one with handrail learner or handrail train --actors N") from None  # fmt: skip
-        sac, dist, warmup = cast(tuple[Any, Any, int], ray.get(handle.agent.remote()))
-        try:
-            service = ActorService(env, sac, dist, ray_link.link(handle), seed=seed, name=name,
-                                   success_key=success_key, warmup_steps=warmup)  # fmt: skip
-        except ray.exceptions.RayTaskError as exc:  # the learner refused it: say why
-            raise ValueError(str(exc.cause) if exc.cause else str(exc)) from None
+    try:
+        service = ray_link.actor_service(env, handle, sac, dist, seed=seed, name=name,
+                                         success_key=success_key, warmup_steps=warmup)  # fmt: skip
         print(f"handrail actor: {name} feeds the learner at {address} (actor id "
               f"{service.actor_id})", file=sys.stderr)  # fmt: skip
         stats = service.run(steps)
+    finally:
+        ray.shutdown()
     print(f"handrail actor: {stats.taken} steps taken, {stats.dropped} dropped, {stats.resent} "
           f"sent again after {stats.reconnects} reconnects", file=sys.stderr)  # fmt: skip
     env.close()

@@ -5,23 +5,32 @@ The loop is handrail's :class:`~handrail.learners.actor.Actor` (the one the sim 
 over :class:`~handrail.control.takeover.InterventionEnv` around :class:`RosArmEnv`; the human is
 :class:`RosHuman`, which reads ``human/*`` from ``intervention_node``. Every executed step goes to
 its transition sinks: the Zarr store (``store``; committed per episode, so killing the node
-loses at most the episode in progress) and, later, a learner. ``actor/status`` gets one JSON
+loses at most the episode in progress) and the learner, if any. ``actor/status`` gets one JSON
 line per episode.
 
-The policy is ``expert`` (the task's scripted expert, for rehearsing the stack) or a checkpoint
-folder of ``handrail train``.
+Without a learner (``learner:=none``) the policy is ``expert`` (the task's scripted expert, for
+rehearsing the stack) or a checkpoint folder of ``handrail train``. ``learner:=local`` trains in
+this process beside the control loop (:mod:`handrail.hw.robot_learner`); ``learner:=ray`` feeds
+the learner of a Ray cluster (``handrail learner``, at ``ray_address``) and acts with the params
+it broadcasts: the node never waits for it, and steps it could not send yet are kept and sent
+later (:mod:`handrail.learners.distributed`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import rclpy
@@ -42,6 +51,11 @@ from handrail.hw.ros_common import (
 )
 from handrail.hw.ros_env import RosArmEnv, RosEnvConfig
 
+if TYPE_CHECKING:  # JAX loads once the node has its parameters
+    from handrail.hw.robot_learner import RobotLearner
+    from handrail.learners.actor import Actor, EpisodeStats
+    from handrail.learners.distributed.protocol import ActorService
+
 __all__ = ["PARAMETERS", "RosHuman", "main"]
 
 PARAMETERS: dict[str, Any] = {
@@ -59,10 +73,13 @@ PARAMETERS: dict[str, Any] = {
     "demos": "",
     "run_dir": "",
     "save_every": 10,
+    "ray_address": "",
 }
 """Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped;
 ``learner`` "local" trains asynchronously beside the actor (``hw.robot_learner``; then
-``learner_config``, ``run_dir`` and optionally ``demos`` are used and ``policy`` is not)."""
+``learner_config``, ``run_dir`` and optionally ``demos`` are used and ``policy`` is not);
+``learner`` "ray" feeds the learner on the Ray cluster at ``ray_address`` (``HOST:PORT``; the
+agent and its settings come from that learner, ``policy`` is not used)."""
 
 
 class RosHuman:
@@ -151,10 +168,132 @@ def _recorder(store: str, env: RosArmEnv, task: str) -> Any:
                                   task=task, kind="intervention", robot="ros_cartesian_pose")  # fmt: skip
 
 
+class _NoLearner:
+    """``learner:=none``: the actor alone."""
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor
+
+    def step(self) -> EpisodeStats | None:
+        return self.actor.step()
+
+    def episode_ended(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class _LocalLearner:
+    """``learner:=local``: the asynchronous trainer of :mod:`handrail.hw.robot_learner`."""
+
+    def __init__(self, learner: RobotLearner) -> None:
+        self.learner = learner
+
+    def step(self) -> EpisodeStats | None:
+        stats = self.learner.trainer.step()  # raises if the learner thread failed
+        return stats[0] if stats else None
+
+    def episode_ended(self) -> dict[str, Any]:
+        self.learner.episode_ended()
+        return {"updates": int(self.learner.trainer.learner.updates)}
+
+    def close(self) -> None:
+        self.learner.close()
+
+
+class _RayLearner:
+    """``learner:=ray``: an :class:`~handrail.learners.distributed.protocol.ActorService` that
+    sends the steps to the learner of a Ray cluster and acts with the params it broadcasts."""
+
+    def __init__(self, service: ActorService, node: Node) -> None:
+        self.service, self.node = service, node
+
+    def step(self) -> EpisodeStats | None:
+        return self.service.step()  # never waits for the learner
+
+    def episode_ended(self) -> dict[str, Any]:
+        sender = self.service.sender
+        counts = sender.stats
+        return {"sender": {"taken": counts.taken, "dropped": counts.dropped,
+                           "resent": counts.resent, "reconnects": counts.reconnects},
+                "learner_steps": int(sender.learner_steps)}  # fmt: skip
+
+    def close(self) -> None:
+        import ray
+
+        try:
+            if not self.service.sender.drain(timeout_s=10):
+                self.node.get_logger().warning(
+                    "the learner did not acknowledge every step within 10 s: it lacks the rest "
+                    f"(of {self.service.sender.stats.taken} steps taken)"
+                )
+        finally:
+            ray.shutdown()
+
+
+def _join_ray(p: dict[str, Any], env: InterventionEnv, sinks: list[Any], node: Node) -> _RayLearner:
+    """Join the learner at ``ray_address``, register ``env`` with it and compile the policy."""
+    from handrail.learners.distributed import ray_link
+
+    address = str(p["ray_address"])
+    if not address:
+        raise ValueError(
+            "learner:=ray needs ray_address (HOST:PORT of the Ray cluster the learner runs on, "
+            "as handrail learner prints it)"
+        )
+    # Named by host and node: a node restarted under its name takes up its place.
+    name = f"{socket.gethostname()}{node.get_fully_qualified_name()}"
+    handle, sac, dist, warmup = _off_main_thread(
+        ray_link.join_learner, address, option="ray_address"
+    )
+    try:
+        service = ray_link.actor_service(env, handle, sac, dist, seed=int(p["seed"]), name=name,
+                                         warmup_steps=warmup, sinks=sinks)  # fmt: skip
+        _compile(service, env.observation_space, address)
+    except BaseException:
+        import ray
+
+        ray.shutdown()
+        raise
+    return _RayLearner(service, node)
+
+
+def _off_main_thread(join: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``join(*args, **kwargs)`` in another thread. ``ray.init`` in the main thread replaces the
+    SIGTERM handler (with ``sys.exit``), and rclpy's clean stop with it; elsewhere it leaves the
+    handlers alone, and says so in a warning that is no news here."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+    log = logging.getLogger("ray._private.worker")
+    log.addFilter(keep)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(join, *args, **kwargs).result()
+    finally:
+        log.removeFilter(keep)
+
+
+def _compile(service: ActorService, space: Any, address: str, timeout_s: float = 30.0) -> None:
+    """Fetch the learner's params and compile the policy before the first episode: tracing holds
+    the GIL for seconds, and the control loop must keep its rate (its observations go stale)."""
+    from handrail.hw.robot_learner import _example_obs
+
+    end = time.monotonic() + timeout_s
+    while service.params.params is None:
+        if time.monotonic() > end:
+            raise ValueError(f"ray_address {address}: the learner sent no params in {timeout_s} s")
+        service.sender.poll()
+        time.sleep(0.01)
+    service.policy(_example_obs(space))
+
+
 def _actor(
     p: dict[str, Any], ros_env: RosArmEnv, human: RosHuman, sinks: list[Any]
-) -> tuple[Any, Any]:
-    """(actor, learner or None) for the ``learner`` and ``policy`` parameters."""
+) -> _NoLearner | _LocalLearner | _RayLearner:
+    """The actor (and its learner) for the ``learner`` and ``policy`` parameters."""
     from handrail.learners.actor import Actor
 
     if p["learner"] == "local":
@@ -168,12 +307,14 @@ def _actor(
         learner = RobotLearner(env, str(p["learner_config"]), str(p["run_dir"]), seed=int(p["seed"]),
                                demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]),
                                ignore_obs_keys=ros_env.config.cameras)  # fmt: skip
-        return learner.actor, learner
+        return _LocalLearner(learner)
+    if p["learner"] == "ray":
+        return _join_ray(p, InterventionEnv(ros_env, human), sinks, ros_env.node)
     if p["learner"] != "none":
-        raise ValueError(f"learner must be none or local; got {p['learner']!r}")
+        raise ValueError(f"learner must be none, local or ray; got {p['learner']!r}")
     policy, acted_by = _policy(str(p["policy"]), str(p["task"]), int(p["seed"]))
     env = InterventionEnv(ros_env, human, policy_acted_by=acted_by)
-    return Actor(env, policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by), None
+    return _NoLearner(Actor(env, policy, seed=int(p["seed"]), sinks=sinks, acted_by=acted_by))
 
 
 def run(args: list[str] | None = None) -> int:
@@ -199,19 +340,17 @@ def run(args: list[str] | None = None) -> int:
     learner = None
     code = 0
     try:
-        actor, learner = _actor(p, env, human, sinks)
+        learner = _actor(p, env, human, sinks)
         episodes, done = int(p["episodes"]), 0
         while rclpy.ok() and (episodes == 0 or done < episodes):
-            stats = actor.step() if learner is None else _learner_step(learner)
+            stats = learner.step()
             if stats is None:
                 continue
             line = {"episode": done, "return": stats.return_, "length": stats.length,
                     "success": bool(stats.success), "human_steps": stats.human_steps,
                     "seconds": round(env.clock.now() - env.episode_start, 3)}  # fmt: skip
             done += 1
-            if learner is not None:
-                learner.episode_ended()
-                line["updates"] = int(learner.trainer.learner.updates)
+            line.update(learner.episode_ended())
             status.publish(String(data=json.dumps(line)))
             node.get_logger().info(f"episode {line['episode']}: {line}")
     except KeyboardInterrupt:
@@ -239,11 +378,6 @@ def run(args: list[str] | None = None) -> int:
         if rclpy.ok():
             rclpy.shutdown()
     return code
-
-
-def _learner_step(learner: Any) -> Any:
-    stats = learner.trainer.step()  # raises if the learner thread failed
-    return stats[0] if stats else None
 
 
 def main(args: list[str] | None = None) -> None:

@@ -98,11 +98,7 @@ class Reply:
     saved: int
     """Of those, steps in the learner's latest checkpoint (the actor may forget them)."""
     version: int
-    """Version of the newest broadcast params."""
-    params: list[Any]
-    """``[reference]`` to the newest broadcast params (a list, so Ray passes it unresolved)."""
-    published_s: float
-    """When that broadcast was made (learner's clock, s since the epoch)."""
+    """Version of the newest broadcast params (fetched with ``latest()`` when due)."""
     steps: int
     """Steps the learner holds over all actors."""
     lead: int
@@ -168,15 +164,17 @@ class LearnerService:
         self._stop = threading.Event()
         restored = self._restore()
         self._broadcast()
-        self.event("learner started" if not restored else
-                   f"learner restored from its checkpoint at {self.learner.steps} steps")  # fmt: skip
+        self.event(("learner started" if not restored else
+                    f"learner restored from its checkpoint at {self.learner.steps} steps")
+                   + f" ({_where()})")  # fmt: skip
         if folder is not None and not restored:
             self.save()  # a learner that dies before its first checkpoint restarts from here
+        self.learner.compile()  # before any data: the first block does not stall the actors
         self._thread = threading.Thread(target=self._learn, name="handrail-learner", daemon=True)
         self._thread.start()
 
     # -- actors -------------------------------------------------------------------------------
-    def register(self, name: str, signature: str) -> tuple[int, int]:
+    def register(self, name: str, signature: str, where: str = "") -> tuple[int, int]:
         """``(actor id, index of its next step)`` for an actor starting; an actor that comes
         back under its name (restarted) keeps its id, and its unfinished episode is dropped
         (never sampled). Raises if its env differs from the learner's."""
@@ -199,7 +197,8 @@ class LearnerService:
                     )
                 self.actors[actor_id] = _ActorRecord(name)
             acked = self.actors[actor_id].acked
-        self.event(f"actor {name} {'restarted' if known else 'registered'} as {actor_id}")
+        place = f" ({where})" if where else ""
+        self.event(f"actor {name} {'restarted' if known else 'registered'} as {actor_id}{place}")
         return actor_id, acked
 
     def hello(self, actor_id: int) -> Reply:
@@ -247,11 +246,10 @@ class LearnerService:
         self.episodes.extend(episodes)
 
     def _reply(self, record: _ActorRecord) -> Reply:
-        version, ref, published = self._published
+        version = self._published[0]
         steps = self.learner.steps + self._inbox.qsize()
         lead = steps - max(self.loop.warmup_steps, 1) + 1 - self.blocks_done
-        return Reply(record.acked, record.saved, version, [ref], published, steps,
-                     max(lead, 0))  # fmt: skip
+        return Reply(record.acked, record.saved, version, steps, max(lead, 0))
 
     # -- the driver's view --------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -278,7 +276,9 @@ class LearnerService:
         return out
 
     def latest(self) -> tuple[int, list[Any], float]:
-        """``(version, [reference], published_s)`` of the newest broadcast params."""
+        """``(version, [reference], published_s)`` of the newest broadcast params (the
+        reference in a list, so that Ray hands it over unresolved: each actor fetches the one
+        stored copy)."""
         version, ref, published = self._published
         return version, [ref], published
 
@@ -439,12 +439,6 @@ class RemoteParams:
     def latest(self) -> tuple[int, Any]:
         return self.version, self.params
 
-    def adopt(self, reply: Reply) -> None:
-        """Fetch the reply's params if they are newer than the ones held."""
-        if reply.version != self.version or self.params is None:
-            self.params, self.version = self.fetch(reply.params[0]), reply.version
-            self.published_s = reply.published_s
-
 
 @dataclass
 class SenderStats:
@@ -496,6 +490,7 @@ class StepSender:
         self._retry_at = 0.0
         self._hello: Any = None
         self._status: Any = None
+        self._fetching: Any = None
 
     def add(self, step: Step) -> None:
         """Keep a step; send a batch when one is full (never waits for the learner)."""
@@ -539,8 +534,7 @@ class StepSender:
                                             self.after))  # fmt: skip
             self.sent += len(batch)
             self.after = self.sent
-        if self._since_params >= self.dist.params_every and self._latest is not None:
-            self._fetch_params(self._latest)
+        self._refresh()
 
     def poll(self) -> None:
         """Refresh the learner's counters without sending (a paused actor has no batch in
@@ -565,23 +559,43 @@ class StepSender:
             for _ in range(forget):
                 self.buffer.popleft()
             self.base += forget
-        if self.params.params is None:
-            self._fetch_params(reply)
 
-    def _fetch_params(self, reply: Reply) -> None:
-        behind = reply.version - self.params.version
-        seconds = (
-            reply.published_s - self.params.published_s if self.params.params is not None else 0.0
+    def _refresh(self) -> None:
+        """Fetch the newest broadcast params when due (none yet, or ``params_every`` steps
+        since the last fetch and a newer version out): ask for its reference, then take it."""
+        params = self.params
+        if self._fetching is None:
+            latest = self._latest
+            newer = latest is not None and latest.version != params.version
+            if params.params is not None and not (
+                newer and self._since_params >= self.dist.params_every
+            ):
+                return
+            self._fetching = self.call("latest")
+        if not self.ready([self._fetching]):
+            return
+        future, self._fetching = self._fetching, None
+        try:
+            version, refs, published = self.result(future)
+            fetched = params.fetch(refs[0])
+        except Exception:
+            self._lost()
+            return
+        held = params.params is not None
+        self.stats.staleness.append(
+            (
+                version - params.version if held else 0,
+                published - params.published_s if held else 0.0,
+            )
         )
-        self.stats.staleness.append((behind, seconds))
-        self.params.adopt(reply)
+        params.params, params.version, params.published_s = fetched, version, published
         self._since_params = 0
 
     def _lost(self) -> None:
         if self.connected:
             self.connected = False
             self.in_flight.clear()
-            self._hello = None
+            self._hello = self._status = self._fetching = None
             self._retry_at = 0.0
 
     def _reconnect(self) -> None:
@@ -624,6 +638,13 @@ class StepSender:
         return False
 
 
+def _where() -> str:
+    """This process, as the event log names it."""
+    import socket
+
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
 def env_signature(env: Any) -> str:
     """The env's observation and action spaces, as a learner and its actors compare them."""
     return f"obs={env.observation_space}, action={env.action_space}"
@@ -650,7 +671,7 @@ class ActorService:
                  seed: int, name: str, success_key: str = "success", warmup_steps: int = 0,
                  sinks: Sequence[Any] = ()) -> None:  # fmt: skip
         call, result = learner["call"], learner["result"]
-        actor_id, start = result(call("register", name, env_signature(env)))
+        actor_id, start = result(call("register", name, env_signature(env), _where()))
         self.params = RemoteParams(learner["fetch"])
         self.sender = StepSender(call, learner["ready"], result, self.params, actor_id, dist,
                                  start)  # fmt: skip
@@ -682,7 +703,7 @@ class ActorService:
         sender, max_lead = self.sender, self.sender.dist.max_lead
         while sender.learner_steps < until_steps and not stop():
             if sender.learner_lead > max_lead or not sender.connected:  # backpressure
-                time.sleep(0.005)
+                time.sleep(0.02)  # a learner block takes about as long on a CPU
                 sender.poll()
                 continue
             self.step()

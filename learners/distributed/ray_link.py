@@ -7,20 +7,134 @@
   (it then loads its latest checkpoint); :func:`start_env_actor` starts a sim actor likewise.
 - :class:`EnvWorker` is the sim env actor: it makes its env (``make_env``, a picklable
   callable from the application), finds the learner by name and runs the env loop.
+- :func:`join_learner` joins a running cluster from outside it (token authentication, one-line
+  errors) and finds its learner; :func:`actor_service` then registers an env with it. ``handrail
+  actor`` and ``actor_node learner:=ray`` (a robot's env) start so.
 
 Ray is imported inside the functions: nothing pays for it unless it is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from handrail.learners.agents.sac import SAC
 from handrail.learners.distributed.protocol import ActorService, DistConfig, SenderStats
 
 NAMESPACE = "handrail"
 """The Ray namespace handrail's named actors live in."""
+LEARNER_NAME = "learner"
+"""The learner's Ray actor name (in the ``handrail`` namespace): one learner per cluster."""
+MIN_RAY = (2, 52)
+"""Token authentication came with Ray 2.52."""
+
+
+def ray_version_problem(version: str) -> str:
+    """Why this Ray is too old ("" when it is new enough)."""
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts >= MIN_RAY:
+        return ""
+    return (f"Ray {version} is older than {MIN_RAY[0]}.{MIN_RAY[1]} (token authentication): "
+            "pip install 'handrail[ray]'")  # fmt: skip
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, imported asking for token authentication (``RAY_AUTH_MODE=token``,
+    which Ray reads when it is imported); a one-line error when it is missing or too old."""
+    if "ray" in sys.modules and os.environ.get("RAY_AUTH_MODE") is None:
+        raise ValueError("Ray was imported before handrail could ask for its token "
+                         "authentication: set RAY_AUTH_MODE=token in the environment")  # fmt: skip
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--actors, handrail learner, handrail actor and actor_node learner:=ray "
+                         "need Ray: pip install 'handrail[ray]'") from None  # fmt: skip
+    problem = ray_version_problem(ray.__version__)
+    if problem:
+        raise ValueError(problem)
+    return ray
+
+
+def check_address(address: str, timeout_s: float = 3.0, *, option: str = "--ray-address") -> None:
+    """Fail in one line when nothing listens at ``HOST:PORT`` (before Ray waits a minute); the
+    line names ``option``, the setting the address was given in."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{option} {address!r}: give HOST:PORT of the cluster's head, "
+                         "e.g. 127.0.0.1:6379")  # fmt: skip
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {address}: nothing answers there ({exc.strerror or exc}); start the "
+            "cluster first (ray start --head, or handrail learner), or check the address and "
+            "that an SSH tunnel to it is up"
+        ) from None
+
+
+def join_cluster(address: str, *, option: str = "--ray-address") -> Any:
+    """Join the Ray cluster whose head is at ``address`` (``HOST:PORT``), in handrail's
+    namespace, with token authentication; the ``ray`` module. Errors are one line naming
+    ``option``."""
+    ray = import_ray()
+    check_address(address, option=option)
+    try:
+        ray.init(address=address, namespace=NAMESPACE, configure_logging=False)
+    except (ConnectionError, RuntimeError) as exc:
+        raise ValueError(_join_problem(address, exc, option)) from None
+    return ray
+
+
+def _join_problem(address: str, exc: Exception, option: str) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "version" in text.lower():
+        return (f"{option} {address}: the cluster runs another Ray or Python version than "
+                f"this machine ({text}); install the same versions on every machine")  # fmt: skip
+    if "auth" in text.lower() or "token" in text.lower():
+        return (f"{option} {address}: the cluster asks for its token ({text}); copy the "
+                "head's ~/.ray/auth_token here or set RAY_AUTH_TOKEN")  # fmt: skip
+    return f"{option} {address}: cannot join the cluster ({text})"
+
+
+def join_learner(
+    address: str, *, option: str = "--ray-address"
+) -> tuple[Any, SAC, DistConfig, int]:
+    """Join the cluster at ``address`` and find its learner: ``(handle, agent, batching settings,
+    warm-up steps)``. The caller leaves the cluster with ``ray.shutdown()``; on an error this
+    leaves it (one line naming ``option``)."""
+    ray = join_cluster(address, option=option)
+    try:
+        try:
+            handle = ray.get_actor(LEARNER_NAME, namespace=NAMESPACE)
+        except ValueError:
+            raise ValueError(f"{option} {address}: no handrail learner runs on that cluster; "
+                             "start one with handrail learner or handrail train --actors N") from None  # fmt: skip
+        sac, dist, warmup = cast(tuple[SAC, DistConfig, int], ray.get(handle.agent.remote()))
+    except BaseException:
+        ray.shutdown()
+        raise
+    return handle, sac, dist, warmup
+
+
+def actor_service(env: Any, handle: Any, sac: SAC, dist: DistConfig, *, seed: int, name: str,
+                  success_key: str = "success", warmup_steps: int = 0,
+                  sinks: Sequence[Any] = ()) -> ActorService:  # fmt: skip
+    """``env`` registered as an actor of the learner behind ``handle`` (see
+    :class:`ActorService`); a learner that refuses it (other spaces, too many actors) raises a
+    one-line ValueError saying why."""
+    import ray
+
+    try:
+        return ActorService(env, sac, dist, link(handle), seed=seed, name=name,
+                            success_key=success_key, warmup_steps=warmup_steps, sinks=sinks)  # fmt: skip
+    except ray.exceptions.RayTaskError as exc:  # the learner refused it: say why
+        raise ValueError(str(exc.cause) if exc.cause else str(exc)) from None
 
 
 def link(handle: Any) -> dict[str, Callable[..., Any]]:
@@ -47,8 +161,12 @@ def start_learner(name: str, *args: Any, **kwargs: Any) -> Any:
     from handrail.learners.distributed.protocol import LearnerService
 
     remote = ray.remote(LearnerService)
+    # Ray limits a worker that reserves no CPU to one OpenMP thread; the learner's math may use
+    # every core of its machine, as in one process.
+    threads = {"OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     options = {"name": name, "namespace": NAMESPACE, "max_restarts": -1, "max_task_retries": 0,
-               "max_concurrency": 16, "num_cpus": 0}  # fmt: skip
+               "max_concurrency": 16, "num_cpus": 0,
+               "runtime_env": {"env_vars": threads}}  # fmt: skip
     return remote.options(**options).remote(*args, put=ray.put, **kwargs)
 
 
