@@ -40,6 +40,9 @@ def ray_runtime(address: str | None, *, cpus: int) -> Iterator[str]:
         ray = ray_link.import_ray()
         ray.init(num_cpus=cpus, include_dashboard=False, namespace=ray_link.NAMESPACE,
                  configure_logging=False)  # fmt: skip
+        token = Path.home() / ".ray" / "auth_token"  # Ray writes it readable by everyone
+        if token.is_file():
+            token.chmod(0o600)
     else:
         ray = ray_link.join_cluster(address)
     try:
