@@ -1,5 +1,6 @@
-"""Child process of the crash-during-save test: resume from ``<dir>/latest`` if it exists, then
-train and save after every episode until killed. Prints ``ready`` once the loop runs."""
+"""Child process of the crash-during-save test: once a line arrives on stdin (the previous
+child is dead), resume from ``<dir>/latest`` if it exists, then train and save after every
+episode until killed. Prints ``started`` once built, ``ready`` once the loop runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from _save_setup import make_trainer
 
 folder = Path(sys.argv[1])
 trainer = make_trainer()
+print("started", flush=True)
+sys.stdin.readline()  # the parent says when the previous child is dead: only then read its save
 if (folder / "latest").exists():
     trainer.load(folder / "latest")
 trainer.run(10)  # compile before the parent starts its random clock

@@ -297,16 +297,32 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     rng = np.random.default_rng(0)
     seen: list[int] = []
     resumed = make_trainer()  # load() replaces all of its state, so one serves every check
-    for _ in range(20):
+
+    def start() -> subprocess.Popen[str]:  # imports and builds, then waits for "go"
         proc = subprocess.Popen([sys.executable, str(child), str(folder)], env=env,
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        return proc
+
+    def go(proc: subprocess.Popen[str]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "started"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+    proc = start()
+    go(proc)
+    for i in range(20):
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        following = start() if i < 19 else None  # starts up while this one trains and saves
         time.sleep(float(rng.uniform(0.0, 0.6)))
         proc.kill()
         proc.wait()
         resumed.load(folder / "latest")  # raises on a mixed or torn checkpoint
         seen.append(resumed.env_steps)
         assert resumed.env_steps % 10 == 0 and resumed.actor.at_episode_start
+        if following is not None:
+            go(following)  # only now may it read the folder
+            proc = following
     reference, digests = make_trainer(), {}
     while reference.env_steps < max(seen):
         reference.run(10)
