@@ -138,10 +138,9 @@ def _agent(cfg: TrainConfig, specs: tuple[Any, Any], demos: Any) -> tuple[Any, A
 
 
 def _event(run: Any, text: str) -> None:
-    from handrail.learners.distributed.protocol import EVENTS_FILE
+    from handrail.learners.distributed.protocol import log_event
 
-    with open(Path(run.path) / EVENTS_FILE, "a") as f:
-        f.write(json.dumps({"time": time.time(), "event": text}) + "\n")
+    log_event(run.path, text)
     print(f"handrail train: {text}", file=sys.stderr)
 
 

@@ -419,11 +419,14 @@ class LearnerService:
 
     def event(self, text: str) -> None:
         """One line in the run folder's event log (and nowhere else when there is none)."""
-        if self.folder is None:
-            return
-        line = json.dumps({"time": time.time(), "event": text})
-        with open(self.folder / EVENTS_FILE, "a") as f:
-            f.write(line + "\n")
+        if self.folder is not None:
+            log_event(self.folder, text)
+
+
+def log_event(folder: Path, text: str) -> None:
+    """Append one line to ``folder``'s event log (the learner and the driver both write it)."""
+    with open(Path(folder) / EVENTS_FILE, "a") as f:
+        f.write(json.dumps({"time": time.time(), "event": text}) + "\n")
 
 
 class RemoteParams:
