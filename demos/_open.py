@@ -21,8 +21,7 @@ import numpy as np
 
 from handrail.demos import _zarr
 from handrail.demos._flush import EpisodeInfo, read_pending
-from handrail.demos._lock import LOCK_NAME
-from handrail.demos.commit import fsync_paths
+from handrail.demos.commit import LOCK_NAME, fsync_paths
 from handrail.demos.errors import NotAStoreError, StoreCorruptError, StoreError, not_writable
 from handrail.demos.format import (
     FORMAT_NAME,

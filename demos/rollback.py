@@ -17,8 +17,7 @@ from pathlib import Path
 
 from handrail.demos import _zarr
 from handrail.demos._flush import PENDING_NAME
-from handrail.demos._lock import StoreLock
-from handrail.demos.commit import atomic_write_json, clean_temp_files, fsync_paths
+from handrail.demos.commit import StoreLock, atomic_write_json, clean_temp_files, fsync_paths
 from handrail.demos.errors import StoreError
 from handrail.demos.format import FieldSpec, episode_fields, read_root_document, step_fields
 
@@ -70,6 +69,9 @@ def roll_back(path: str | Path, num_episodes: int) -> int:
             "num_steps": num_steps,
             "sequence": int(commit.get("sequence", 0)) + 1,
         }
+        labels = doc["attributes"].get("labels")
+        if isinstance(labels, dict) and int(labels.get("num_steps", 0)) > num_steps:
+            labels["num_steps"] = num_steps  # the dropped steps' labels go with them
         atomic_write_json(root / "zarr.json", doc)  # the commit point
         _zarr.resize_many(
             [(arrays[d.path], num_steps) for d in step_defs]

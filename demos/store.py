@@ -26,7 +26,6 @@ from handrail.demos._flush import (
     copy_row,
     failure_words,
 )
-from handrail.demos._lock import StoreLock
 from handrail.demos._open import (
     create_empty_arrays,
     prepare_dir,
@@ -34,7 +33,7 @@ from handrail.demos._open import (
     root_document,
     validate_create_args,
 )
-from handrail.demos.commit import FaultHook, atomic_write_json, clean_temp_files
+from handrail.demos.commit import FaultHook, StoreLock, atomic_write_json, clean_temp_files
 from handrail.demos.errors import StoreError, StoreWriteError
 from handrail.demos.format import (
     INTERVENTION_SOURCES,

@@ -92,6 +92,18 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "handrail.launch.commands.demos:import_",
         "Import robomimic HDF5, LeRobot or diffusion_policy zarr.",
     ),
+    ("label",): Command(
+        "handrail.launch.commands.label:label",
+        "Label success and failure frames for a reward classifier.",
+    ),
+    ("reward", "train"): Command(
+        "handrail.launch.commands.reward:train",
+        "Train a success classifier on labelled camera frames (--reward classifier:PATH).",
+    ),
+    ("reward", "eval"): Command(
+        "handrail.launch.commands.reward:evaluate",
+        "Score a success classifier on other episodes: precision, recall, false positives.",
+    ),
     ("bench", "sim"): Command(
         "handrail.bench.sim:bench_sim", "Env steps/s per task and share of time in mj_step."
     ),
@@ -121,6 +133,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("bench", "ros"): Command(
         "handrail.bench.ros:bench_ros",
         "Control-loop jitter, observation age and latency through ROS 2 against sim_robot.",
+    ),
+    ("bench", "vision"): Command(
+        "handrail.bench.vision:bench_vision",
+        "A learned success classifier in place of the task's reward, judged by the task.",
     ),
     ("bench", "residual"): Command(
         "handrail.bench.residual:bench_residual",
