@@ -92,6 +92,12 @@ class TrainConfig:
     person (the task's scripted expert, which takes over when the policy goes off course)."""
     hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
     """Human-in-the-loop settings (device mapping, engage/release rules, the simulated person)."""
+    reward: str = "task"
+    """Where the reward comes from: task (the env's own), or classifier:PATH, a success
+    classifier (``handrail reward train``) on the env's camera frames: reward 1 and the
+    episode's end where it fires (a handrail task then renders the classifier's cameras and
+    leaves the ending to it); the run reports its false positives and negatives against the
+    task's own success where the env reports one."""
     residual_on: str | None = None
     """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
     bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
@@ -125,6 +131,11 @@ class TrainConfig:
             bad.append(f"--stop-at-success must be in (0, 1], got {self.stop_at_success}")
         if self.human != "none" and self.learner != "jax":
             bad.append(f"--human {self.human} needs --learner jax (peers take no interventions)")
+        if self.reward != "task" and not (
+            self.reward.startswith("classifier:") and self.reward.removeprefix("classifier:")
+        ):
+            bad.append(f"--reward {self.reward!r}: give task, or classifier:PATH (a folder "
+                       "written by handrail reward train)")  # fmt: skip
         if self.demos is not None and self.expert_demos:
             bad.append("--demos and --expert-demos exclude each other: pick one source of demos")
         if bad:

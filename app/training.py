@@ -25,7 +25,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from handrail.app.config import Settings, TrainConfig, check_task_options, default_run_dir, preset
+from handrail.app import rewards
+from handrail.app.config import (
+    Settings,
+    TrainConfig,
+    check_task_options,
+    default_run_dir,
+    format_env_kwargs,
+    preset,
+)
 from handrail.app.envs import learner_specs, make_env
 from handrail.app.runs import (
     exists_message,
@@ -112,8 +120,12 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         from handrail.app.distributed import train_distributed
 
         return train_distributed(cfg, settings, run_path)
-    env = make_env(cfg.task, **cfg.env)
-    demos = load_demos(cfg, env, *learner_specs(env, cfg))
+    classifier = rewards.load_reward_classifier(cfg)
+    env_kwargs = rewards.env_kwargs(cfg, classifier)
+    env = rewards.with_classifier(cfg, make_env(cfg.task, **env_kwargs), classifier)
+    demo_cfg = dataclasses.replace(cfg, env_kwargs=format_env_kwargs(env_kwargs))
+    demos = rewards.relabel_demos(cfg, load_demos(demo_cfg, env, *learner_specs(env, cfg)),
+                                  classifier)  # fmt: skip
     eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     if cfg.residual_on is not None:  # the base's action joins every observation
         env, eval_env, demos = with_base(cfg, env, eval_env, demos)
@@ -167,6 +179,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             trainer.close()
         if recorder is not None:
             recorder.close()
+        rewards.report(env, run_path)
         env.close()
         eval_env.close()
     if last is not None:

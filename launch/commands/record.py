@@ -38,6 +38,9 @@ class RecordConfig:
     """Comma-separated cameras to record, e.g. front,wrist; empty records state only."""
     image_size: int = 64
     """Camera image height and width in pixels."""
+    env_kwargs: tuple[str, ...] = ()
+    """KEY=VALUE task settings, as ``handrail train --env-kwargs`` (e.g.
+    terminate_on_success=false keeps an episode going after success)."""
     append: bool = False
     """Append to an existing store (its fields must match) instead of creating one."""
     overwrite: bool = False
@@ -88,7 +91,9 @@ def _record(cfg: RecordConfig) -> int:
     from handrail.learners.actor import Actor
 
     check_out(cfg.out, overwrite=cfg.overwrite, append=cfg.append)  # before the sim starts
-    overrides: dict[str, Any] = {}
+    from handrail.app.envs import parse_env_kwargs
+
+    overrides: dict[str, Any] = parse_env_kwargs(cfg.env_kwargs, cfg.task)
     if cfg.camera_names:
         overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
     env = sim.make(cfg.task, **overrides)

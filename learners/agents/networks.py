@@ -100,3 +100,27 @@ def tanh_gaussian_sample(
     log_normal = -0.5 * eps**2 - log_std - 0.5 * jnp.log(2.0 * jnp.pi)
     log_det = 2.0 * (jnp.log(2.0) - u - jax.nn.softplus(-2.0 * u))
     return jnp.tanh(u), jnp.sum(log_normal - log_det, axis=-1)
+
+
+class ConvEncoder(nn.Module):
+    """Camera frames ``(..., H, W, C)`` in [0, 1] -> a feature vector (..., ``features``).
+
+    3x3 convolutions with ReLU (``channels`` and ``strides`` per layer), flattened, then a
+    Dense layer, LayerNorm and tanh: DrQ-v2's and RLPD's pixel encoder, small enough for a CPU.
+    """
+
+    channels: Sequence[int] = (32, 32, 32, 32)
+    strides: Sequence[int] = (2, 2, 2, 1)
+    features: int = 64
+
+    @nn.compact
+    def __call__(self, frames: jax.Array) -> jax.Array:
+        lead = frames.shape[:-3]
+        x = frames.reshape((-1, *frames.shape[-3:]))
+        for width, stride in zip(self.channels, self.strides, strict=True):
+            x = nn.Conv(width, (3, 3), strides=(stride, stride), padding="SAME")(x)
+            x = nn.relu(x)
+        x = x.reshape((x.shape[0], -1))
+        x = nn.Dense(self.features, kernel_init=nn.initializers.xavier_uniform())(x)
+        x = jnp.tanh(nn.LayerNorm()(x))
+        return x.reshape((*lead, self.features))

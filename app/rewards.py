@@ -1,0 +1,106 @@
+"""Where ``handrail train``'s reward comes from: the task's own, or a learned classifier.
+
+``--reward classifier:PATH`` loads the classifier (``handrail reward train``), builds the
+training env with its cameras (a handrail task renders them at the size the classifier's
+frames were recorded at, and leaves the ending to the classifier), wraps it in
+:class:`~handrail.learners.agents.learned_reward.ClassifierReward`, and relabels the
+demonstrations' rewards with it. Evaluation keeps the task's own success: that is what a run
+is judged by.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from handrail.app.config import TrainConfig
+from handrail.app.envs import HANDRAIL_TASKS
+
+CLASSIFIER_PREFIX = "classifier:"
+"""``--reward classifier:PATH``."""
+STATS_FILE = "reward_classifier.json"
+"""The run folder's record of what the classifier did (episodes ended, false positives...)."""
+
+
+def load_reward_classifier(cfg: TrainConfig) -> Any:
+    """The run's success classifier, or None for the task's own reward.
+
+    Raises:
+        ValueError: the path holds no classifier, or the run cannot use one (naming why).
+    """
+    if cfg.reward == "task":
+        return None
+    if cfg.actors:
+        raise ValueError(
+            "--reward classifier: and --actors exclude each other for now: train in one process"
+        )
+    from handrail.learners.agents.classifier import SuccessClassifier
+
+    path = Path(cfg.reward.removeprefix(CLASSIFIER_PREFIX))
+    try:
+        return SuccessClassifier(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--reward {cfg.reward}: {exc}") from exc
+
+
+def env_kwargs(cfg: TrainConfig, classifier: Any) -> dict[str, Any]:
+    """The training env's keyword arguments: the run's, and on a handrail task with a
+    classifier, its cameras at its frames' size, ending episodes only where it fires (the
+    run's own ``--env-kwargs`` win)."""
+    kwargs = dict(cfg.env)
+    if classifier is None or cfg.task not in HANDRAIL_TASKS:
+        return kwargs
+    cameras = tuple(kwargs.get("cameras", ()))
+    kwargs["cameras"] = cameras + tuple(c for c in classifier.cameras if c not in cameras)
+    sizes = {shape[0] for shape in classifier.frame_shapes.values()}
+    if "image_size" not in kwargs and len(sizes) == 1:
+        kwargs["image_size"] = sizes.pop()
+    kwargs.setdefault("terminate_on_success", False)
+    return kwargs
+
+
+def with_classifier(cfg: TrainConfig, env: Any, classifier: Any) -> Any:
+    """``env`` with the classifier's reward (itself for the task's reward)."""
+    if classifier is None:
+        return env
+    from handrail.learners.agents.learned_reward import ClassifierReward
+
+    try:
+        return ClassifierReward(env, classifier, success_key=cfg.success_key)
+    except ValueError as exc:
+        raise ValueError(f"--reward {cfg.reward}: {exc}") from exc
+
+
+def relabel_demos(cfg: TrainConfig, demos: Any, classifier: Any) -> Any:
+    """The demonstrations with the classifier's rewards and ends (as they are unchanged)."""
+    if classifier is None or demos is None:
+        return demos
+    from handrail.learners.agents.learned_reward import relabel_rewards
+
+    try:
+        data = relabel_rewards(demos, classifier)
+    except ValueError as exc:
+        raise ValueError(f"--demos with --reward {cfg.reward}: {exc}") from exc
+    fired = int(data.terminated.sum())
+    print(f"handrail train: reward: the classifier fired on {fired} of {data.num_steps} demo "
+          f"steps ({int(sum(r.success for r in data.records))} of {data.num_episodes} episodes "
+          "recorded as successful)", file=sys.stderr)  # fmt: skip
+    return data
+
+
+def report(env: Any, run_path: Path) -> None:
+    """Print and write (``reward_classifier.json``) what the classifier did in training."""
+    from handrail.learners.agents.learned_reward import ClassifierReward
+
+    while env is not None and not isinstance(env, ClassifierReward):
+        env = getattr(env, "env", None)
+    if env is None:
+        return
+    stats = env.stats
+    print(f"handrail train: reward: {stats.describe()}", file=sys.stderr)
+    if run_path.is_dir():
+        (run_path / STATS_FILE).write_text(json.dumps(
+            {"classifier": str(env.classifier.path), "threshold": env.classifier.threshold,
+             **stats.to_json()}, indent=1))  # fmt: skip

@@ -1,0 +1,224 @@
+"""``handrail bench vision``: learning what a real arm sees. Today: a learned success reward.
+
+A robot reports no success. This bench trains on a task as a user of one would, with the
+success flag replaced by a classifier on camera frames, and checks both against the
+simulator's own success:
+
+1. ``demos`` scripted demonstrations recorded with the wrist and front cameras, each held at
+   the goal after success (``--env-kwargs terminate_on_success=false``) and labelled from its
+   per-step sparse reward (``handrail label --from reward``): the frames a person would mark;
+2. ``failures`` failed episodes of the expert acting with Gaussian noise (near misses);
+3. ``handrail reward train`` on both; ``handrail reward eval`` on as many again, recorded from
+   other seeds (held-out episodes): frame precision and recall, episode false positives;
+4. per seed, ``handrail train --demos <1> --reward classifier:<3>`` (the task's preset
+   otherwise): env steps until the *task's* success holds 90% over 3 evaluations, and what the
+   classifier did in training (``reward_classifier.json``: episodes it ended that the task
+   says failed, and successes it missed).
+
+Everything is kept in ``--out`` and reused, so the bench can be stopped and continued.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import tyro
+
+from handrail.bench.learning import Run, execute, seed_cells, summarize_run
+
+
+@dataclass(frozen=True)
+class BenchVisionConfig:
+    """Options of ``handrail bench vision``."""
+
+    task: str = "pick_cube"
+    """A handrail arm task (its scripted expert records the episodes)."""
+    cameras: str = "front,wrist"
+    """Cameras the classifier reads."""
+    image_size: int = 64
+    """Camera frames' height and width."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds of the training runs."""
+    demos: int = 20
+    """Scripted demonstrations: the classifier's success frames and the runs' demo buffer."""
+    failures: int = 10
+    """Failed episodes labelled for the classifier."""
+    failure_noise: float = 0.6
+    """Std of the Gaussian noise on the expert's normalised actions that makes failures."""
+    steps: int = 10_000
+    """Env steps of each training run."""
+    eval_every: int = 1_000
+    """Env steps between evaluations."""
+    eval_episodes: int = 50
+    """Episodes per evaluation."""
+    final_episodes: int = 100
+    """Episodes of each run's final evaluation."""
+    jobs: int = 0
+    """Runs at a time, each pinned to one CPU (0: one per CPU)."""
+    out: Path = Path("runs/bench_vision")
+    """Folder of the stores, the classifier, the runs, the table."""
+    fresh: bool = False
+    """Rerun runs that already finished."""
+    report_only: bool = False
+    """Start nothing: tabulate what is there."""
+
+
+def _cli(argv: list[str], what: str) -> None:
+    from handrail.launch import cli
+
+    if cli.main(argv) != 0:
+        raise RuntimeError(f"bench vision: {what} failed: handrail {' '.join(argv)}")
+
+
+def record_demos(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
+    """Demonstrations held at the goal after success, labelled from their sparse reward."""
+    if out.exists():
+        return
+    _cli(["record", "--task", cfg.task, "--episodes", str(cfg.demos), "--seed", str(seed),
+          "--cameras", cfg.cameras, "--image-size", str(cfg.image_size), "--env-kwargs",
+          "terminate_on_success=false", "--out", str(out)], "recording demonstrations")  # fmt: skip
+    _cli(["label", str(out), "--from", "reward", "--by", "bench-vision"], "labelling")
+
+
+def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
+    """``cfg.failures`` failed episodes of the noisy expert (labelled: every frame failure)."""
+    if out.exists():
+        return
+    from handrail import sim
+    from handrail.control.step import ActedBy
+    from handrail.demos import open_store
+    from handrail.demos.ops import filter_store
+    from handrail.demos.recorder import EpisodeRecorder
+    from handrail.launch.commands.record import RecordConfig, _open_record_writer
+    from handrail.learners.actor import Actor
+    from handrail.learners.specs import ActionSpec
+
+    cameras = tuple(c for c in cfg.cameras.split(",") if c)
+    env = sim.make(cfg.task, cameras=cameras, image_size=cfg.image_size)
+    expert, spec = sim.make_expert(cfg.task, env), ActionSpec.from_space(env.action_space)
+    rng = np.random.default_rng(seed)
+
+    def noisy(obs: Any) -> np.ndarray:
+        action = spec.from_env(expert(obs)) + rng.normal(0.0, cfg.failure_noise, spec.dim)
+        return spec.to_env(action)
+
+    tries = out.with_name(out.name + "-tries")
+    record_cfg = RecordConfig(task=cfg.task, out=str(tries), cameras=cfg.cameras,
+                              image_size=cfg.image_size, overwrite=True)  # fmt: skip
+    with EpisodeRecorder(_open_record_writer(record_cfg, env), task=cfg.task) as recorder:
+        actor = Actor(env, noisy, seed=seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
+        failed = 0
+        for _ in range(10 * cfg.failures):
+            failed += not actor.run_episodes(1)[0].success
+            if failed == cfg.failures:
+                break
+    env.close()
+    ids = open_store(tries).select()
+    ids = [e for e in ids if not open_store(tries).episodes[e].success][: cfg.failures]
+    filter_store(tries, out, episodes=ids)
+    _cli(["label", str(out), "--from", "success", "--by", "bench-vision"], "labelling failures")
+
+
+def prepare(cfg: BenchVisionConfig) -> dict[str, Any]:
+    """The stores and the classifier (made once), and its held-out scores."""
+    demos, failures = cfg.out / "demos", cfg.out / "failures"
+    held_demos, held_failures = cfg.out / "heldout_demos", cfg.out / "heldout_failures"
+    record_demos(cfg, demos, 1_000_000)
+    record_failures(cfg, failures, 2_000_000)
+    record_demos(cfg, held_demos, 3_000_000)
+    record_failures(cfg, held_failures, 4_000_000)
+    clf = cfg.out / "classifier"
+    if not clf.exists():
+        _cli(["reward", "train", "--demos", str(demos), str(failures), "--out", str(clf),
+              "--no-progress"], "training the classifier")  # fmt: skip
+    report = cfg.out / "classifier_heldout.json"
+    if not report.exists():
+        import contextlib
+        import io
+
+        from handrail.launch.commands.reward import RewardEval, evaluate
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            evaluate(RewardEval(classifier=clf, demos=(held_demos, held_failures)))
+        report.write_text(text.getvalue())
+    meta = json.loads((clf / "classifier.json").read_text())
+    return {"classifier": str(clf), "demos": str(demos), "validation": meta["validation"],
+            "threshold": meta["threshold"], "heldout": json.loads(report.read_text())}  # fmt: skip
+
+
+def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
+    """One classifier-rewarded run per seed."""
+    runs = []
+    for seed in cfg.seeds:
+        folder = cfg.out / f"classifier-s{seed}"
+        argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.steps), "--demos",
+                prepared["demos"], "--reward", f"classifier:{prepared['classifier']}",
+                "--eval-every", str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes),
+                "--run-dir", str(folder), "--no-progress")  # fmt: skip
+        runs.append(Run(cfg.task, "classifier", seed, cfg.steps, folder, argv))
+    return runs
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    """``bench learning``'s summary and the classifier's record of the run."""
+    row = summarize_run(run)
+    stats = run.folder / "reward_classifier.json"
+    row["classifier"] = json.loads(stats.read_text()) if stats.is_file() else None
+    return row
+
+
+def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
+    """The classifier's scores, then one line for the runs."""
+    v, held = prepared["validation"], prepared["heldout"]
+    f, e = held["frames"], held["episodes"]
+    lines = [
+        "| classifier | precision | recall | episodes it fired on that failed | successful "
+        "episodes it missed |",
+        "|---|---|---|---|---|",
+        f"| validation episodes (threshold {prepared['threshold']:.3f}) | {v['precision']:.3f} | "
+        f"{v['recall']:.3f} | - | - |",
+        f"| held-out episodes ({e['episodes']}) | {f['precision']:.3f} | {f['recall']:.3f} | "
+        f"{e['false_positives']} | {e['false_negatives']} |",
+        "",
+        "| seeds | env steps to 90% sustained (task's success) | lowest eval after | final "
+        "success (100 episodes) | training minutes | classifier in training: episodes ended, "
+        "false positives, false negatives |",
+        "|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    seeds = [r["seed"] for r in rows]
+    clf = [r["classifier"] or {} for r in rows]
+    lines.append(
+        f"| {seed_cells(seeds, 'd')} | {seed_cells([r.get('steps_to_goal') for r in rows], ',')} "
+        f"| {seed_cells([r.get('min_after') for r in rows], '.0%')} | "
+        f"{seed_cells([r['final']['success_rate'] for r in rows], '.0%')} | "
+        f"{seed_cells([r['minutes'] for r in rows], '.1f')} | "
+        + ", ".join(f"{c.get('ended', '-')}/{c.get('episodes', '-')} ended, "
+                    f"{c.get('false_positives', '-')} FP, {c.get('false_negatives', '-')} FN"
+                    for c in clf) + " |"
+    )  # fmt: skip
+    return lines
+
+
+def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
+    """A learned success classifier in place of the task's reward, judged by the task."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    prepared = prepare(cfg)
+    runs = plan(cfg, prepared)
+    if not cfg.report_only:
+        execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench vision")
+    rows = [summarize(r) for r in runs if r.done]
+    lines = table(rows, prepared)
+    (cfg.out / "bench_vision.json").write_text(json.dumps(
+        {"config": asdict(cfg), "prepared": prepared, "rows": rows}, default=str, indent=1))  # fmt: skip
+    (cfg.out / "bench_vision.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    failed = [] if cfg.report_only else [str(r.folder) for r in runs if not r.done]
+    if failed:
+        print(f"failed runs (see their .log): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0

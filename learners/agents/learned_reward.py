@@ -1,0 +1,154 @@
+"""A learned success classifier as the task's reward: the env side.
+
+:class:`ClassifierReward` wraps an env whose observations hold the classifier's cameras: after
+every step the classifier scores the new observation, the reward is 1 where it fires and 0
+elsewhere, and the episode ends there (SERL's rule). The cameras are then dropped from the
+observation unless the learner reads them. Where the env still reports its own success (the
+simulator, or a person), each episode is scored against it: a *false positive* is an episode
+the classifier ended that the task says failed, a *false negative* one the task says succeeded
+without the classifier firing.
+
+:func:`relabel_rewards` gives recorded episodes (demonstrations) the same reward and ends, so
+the offline half of every batch agrees with what the classifier says online.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from handrail.learners.agents.classifier import SuccessClassifier
+
+CLASSIFIER_P_KEY = "classifier_p"
+"""Info key: the classifier's success probability for the step's new observation."""
+CLASSIFIER_SUCCESS_KEY = "classifier_success"
+"""Info key: whether the classifier fired on the step."""
+
+
+@dataclass
+class ClassifierStats:
+    """Episodes the classifier scored, against the task's own success where it was known."""
+
+    episodes: int = 0
+    """Finished episodes."""
+    ended: int = 0
+    """Episodes the classifier ended (it fired)."""
+    judged: int = 0
+    """Episodes whose task success was known (the env reported the success key)."""
+    false_positives: int = 0
+    """Ended by the classifier, failed by the task's success."""
+    false_negatives: int = 0
+    """Succeeded by the task's success, never detected."""
+    true_positives: int = 0
+    """Ended by the classifier, succeeded by the task."""
+
+    def to_json(self) -> dict[str, int]:
+        """Every counter by name."""
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """One line for the run's output."""
+        text = f"the classifier ended {self.ended} of {self.episodes} episodes"
+        if not self.judged:
+            return text + " (the env reports no success of its own to check it against)"
+        return (f"{text}; against the task's success over {self.judged}: "
+                f"{self.false_positives} false positives (ended, task failed), "
+                f"{self.false_negatives} false negatives (task succeeded, not detected)")  # fmt: skip
+
+
+class ClassifierReward(gym.Wrapper):
+    """Reward 1 and the episode's end where the classifier fires (see the module doc).
+
+    Args:
+        env: an env with a Dict observation space holding the classifier's cameras.
+        classifier: the loaded classifier.
+        success_key: info key of the task's own success (scored against, never rewarded).
+        keep_cameras: leave the cameras in the observation (a pixel learner reads them).
+
+    Raises:
+        ValueError: the env's observations lack the classifier's cameras or state keys.
+    """
+
+    def __init__(
+        self, env: gym.Env, classifier: SuccessClassifier, *, success_key: str = "success",
+        keep_cameras: bool = False,
+    ) -> None:  # fmt: skip
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Dict):
+            raise ValueError(
+                f"--reward classifier needs an env with a Dict observation holding the "
+                f"cameras {list(classifier.cameras)}; this one's is {space}"
+            )
+        classifier.check_keys({k: tuple(s.shape) for k, s in space.spaces.items()
+                               if s.shape is not None}, "the env's observation")  # fmt: skip
+        self.classifier = classifier
+        self.success_key = success_key
+        self.stats = ClassifierStats()
+        self._drop = () if keep_cameras else tuple(classifier.cameras)
+        self.observation_space = gym.spaces.Dict(
+            {k: s for k, s in space.spaces.items() if k not in self._drop}
+        )
+        self._task_success: bool | None = None
+
+    def _strip(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in obs.items() if k not in self._drop}
+
+    def reset(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Reset the env; the episode's scores start afresh."""
+        obs, info = self.env.reset(**kwargs)
+        self._task_success = None
+        return self._strip(obs), info
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Step the env; the reward and the end come from the classifier."""
+        obs, _reward, terminated, truncated, info = self.env.step(action)
+        p = float(self.classifier.probability(obs))
+        fired = p >= self.classifier.threshold
+        if self.success_key in info:
+            self._task_success = bool(self._task_success) or bool(info[self.success_key])
+        info = {**info, CLASSIFIER_P_KEY: p, CLASSIFIER_SUCCESS_KEY: fired}
+        terminated = bool(terminated) or fired
+        if terminated or truncated:
+            self._score(fired)
+        return self._strip(obs), float(fired), terminated, bool(truncated), info
+
+    def _score(self, fired: bool) -> None:
+        s = self.stats
+        s.episodes += 1
+        s.ended += int(fired)
+        if self._task_success is None:
+            return
+        s.judged += 1
+        s.true_positives += int(fired and self._task_success)
+        s.false_positives += int(fired and not self._task_success)
+        s.false_negatives += int(self._task_success and not fired)
+
+
+def relabel_rewards(data: Any, classifier: SuccessClassifier) -> Any:
+    """Recorded episodes (``EpisodeData``) with the classifier's reward and ends: each step's
+    reward is 1 and it terminates where the classifier fires on the observation after it, and
+    nowhere else (the recorded ends were the task's own; an episode's last step that the
+    classifier does not end is a truncation, which bootstraps).
+
+    Raises:
+        ValueError: the episodes lack the classifier's cameras or state keys.
+    """
+    classifier.check_keys({k: tuple(np.shape(v)[1:]) for k, v in data.obs.items()},
+                          "the demonstrations")  # fmt: skip
+    if data.num_steps == 0:
+        return data
+    nxt = data.next_obs()
+    fired = (
+        classifier.probability({k: nxt[k] for k in (*classifier.cameras, *classifier.state_keys)})
+        >= classifier.threshold
+    )
+    return dataclasses.replace(
+        data, reward=fired.astype(np.float32), terminated=fired,
+        truncated=np.asarray(data.truncated, bool) & ~fired,
+    )  # fmt: skip

@@ -1,0 +1,73 @@
+"""Camera frames for the learners: one resize, one augmentation, uint8 until the encoder.
+
+Frames stay uint8 ``(..., H, W, C)`` wherever they are kept (the store, the replay, a dataset)
+and become floats in [0, 1] only inside the jitted function that encodes them
+(:func:`to_unit`). A frame of another size than a network's is resized once, where it enters
+(:func:`resize`), never inside an update. Training augments with a random shift per sample
+(:func:`random_shift`: DrQ, Kostrikov et al. 2020; pad by replicating the border, then crop back
+at a random offset); evaluation never does.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from handrail.control.spaces import is_image
+
+__all__ = ["check_frames", "random_shift", "resize", "to_unit"]
+
+
+def check_frames(name: str, frames: np.ndarray, per_step: int = 3) -> None:
+    """Raise a one-line ValueError unless ``frames`` are uint8 images ``(..., H, W, C)``.
+
+    ``per_step``: dimensions of one frame (3); the leading ones are time or batch.
+    """
+    shape, dtype = np.shape(frames), np.asarray(frames).dtype
+    if len(shape) < per_step or not is_image(shape[-per_step:], dtype):
+        raise ValueError(
+            f"camera {name!r}: frames must be uint8 (H, W, C) images with C in 1, 3, 4; got "
+            f"{dtype} with shape {shape}. Give the camera's raw uint8 frames (not floats, not "
+            "channels first)"
+        )
+
+
+def resize(frames: np.ndarray, size: int) -> np.ndarray:
+    """uint8 frames ``(..., H, W, C)`` at ``size x size`` (area-averaged when shrinking by a
+    whole factor, bilinear otherwise); the frames themselves when already that size."""
+    frames = np.asarray(frames)
+    h, w = frames.shape[-3:-1]
+    if (h, w) == (size, size):
+        return frames
+    lead, c = frames.shape[:-3], frames.shape[-1]
+    flat = frames.reshape((-1, h, w, c))
+    if h % size == 0 and w % size == 0:  # exact block means: what a camera binning would give
+        fh, fw = h // size, w // size
+        blocks = flat.reshape((-1, size, fh, size, fw, c)).astype(np.float32)
+        out = blocks.mean(axis=(2, 4))
+    else:
+        out = np.asarray(
+            jax.image.resize(jnp.asarray(flat, jnp.float32), (len(flat), size, size, c), "linear")
+        )
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8).reshape((*lead, size, size, c))
+
+
+def to_unit(frames: jax.Array) -> jax.Array:
+    """uint8 frames as float32 in [0, 1]."""
+    return frames.astype(jnp.float32) / 255.0
+
+
+def random_shift(frames: jax.Array, key: jax.Array, pad: int = 4) -> jax.Array:
+    """Shift each frame of a batch ``(B, H, W, C)`` by its own random offset in [-pad, pad]
+    pixels (border replicated): DrQ's augmentation, one draw per sample."""
+    if pad <= 0:
+        return frames
+    b, h, w, c = frames.shape
+    padded = jnp.pad(frames, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
+    offsets = jax.random.randint(key, (b, 2), 0, 2 * pad + 1)
+
+    def crop(img: jax.Array, off: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
+
+    return jax.vmap(crop)(padded, offsets)

@@ -1,0 +1,82 @@
+"""A learned reward end to end through the CLI: record, label, ``reward train``, ``reward
+eval``, ``train --reward classifier:PATH``; and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handrail.launch import cli
+
+SMALL = ["--classifier.image-size", "16", "--classifier.channels", "8", "8",
+         "--classifier.strides", "2", "2", "--classifier.features", "8",
+         "--classifier.steps", "100", "--classifier.eval-every", "50"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """reach demos held at the goal, labelled from their reward, and a tiny classifier."""
+    root = tmp_path_factory.mktemp("reward")
+    store, clf = root / "demos", root / "clf"
+    assert cli.main(["record", "--task", "reach", "--episodes", "6", "--cameras", "front",
+                     "--image-size", "16", "--env-kwargs", "terminate_on_success=false",
+                     "episode_steps=30", "--out", str(store)]) == 0  # fmt: skip
+    assert cli.main(["label", str(store), "--from", "reward"]) == 0
+    assert cli.main(["reward", "train", "--demos", str(store), "--out", str(clf),
+                     "--no-progress", *SMALL]) == 0  # fmt: skip
+    return store, clf
+
+
+def test_reward_train_writes_a_classifier_with_its_validation(
+    classifier: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, clf = classifier
+    meta = json.loads((clf / "classifier.json").read_text())
+    assert meta["cameras"] == ["front"] and meta["frame_shapes"]["front"] == [16, 16, 3]
+    assert meta["counts"]["val_episodes"] >= 1 and 0.0 < meta["threshold"] < 1.0
+    assert (clf / "loss.png").is_file() and "labels by" in meta["sources"][0]
+    assert cli.main(["reward", "eval", str(clf), "--demos", str(store)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"]["episodes"] == 6 and report["frames"]["true_positives"] > 0
+    assert cli.main(["reward", "train", "--demos", str(store), "--out", str(clf)]) == 2
+    assert "add --overwrite" in capsys.readouterr().err
+
+
+def test_training_on_the_classifier_reports_it_against_the_task(
+    classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, clf = classifier
+    run = tmp_path / "run"
+    argv = ["train", "--task", "reach", "--demos", str(store), "--reward", f"classifier:{clf}",
+            "--steps", "200", "--eval-every", "200", "--eval-episodes", "2", "--run-dir",
+            str(run), "--no-progress", "--env-kwargs", "episode_steps=30",
+            "--loop.warmup-steps", "100", "--sac.hidden-dims", "32", "32", "--sac.batch-size",
+            "32"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "reward: the classifier fired on" in err and "of 6 episodes recorded" in err
+    assert "reward: the classifier ended" in err and "false positives" in err
+    stats = json.loads((run / "reward_classifier.json").read_text())
+    assert stats["episodes"] >= 200 // 30 and stats["judged"] == stats["episodes"]
+    assert stats["classifier"] == str(clf)
+
+
+def test_bad_reward_inputs_get_one_line(
+    classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, clf = classifier
+    base = ["train", "--steps", "10", "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    assert cli.main([*base, "--task", "reach", "--reward", f"classifier:{tmp_path}"]) == 2
+    assert "not a handrail success classifier" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "Pendulum-v1", "--reward", f"classifier:{clf}"]) == 2
+    assert "Dict observation holding the cameras ['front']" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "reach", "--reward", "sparse"]) == 2
+    assert "give task, or classifier:PATH" in capsys.readouterr().err
+    no_camera = tmp_path / "nocam"
+    assert cli.main(["record", "--task", "reach", "--episodes", "1", "--out",
+                     str(no_camera)]) == 0  # fmt: skip
+    assert cli.main(["reward", "train", "--demos", str(no_camera), "--out",
+                     str(tmp_path / "c")]) == 2  # fmt: skip
+    assert "has no camera field" in capsys.readouterr().err
