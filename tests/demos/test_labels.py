@@ -254,6 +254,14 @@ def test_a_write_killed_before_the_record_leaves_the_old_labels(
     assert sorted(p.name for p in (store / "labels").iterdir() if p.is_dir()) == ["0", "2"]
 
 
+def test_a_rollback_takes_the_dropped_steps_labels_with_it(store: Path) -> None:
+    write_labels(store, labels_from_success(open_store(store)), by="a", method="success")
+    roll_back(store, 2)  # a resumed recording run drops episode 2 (2 steps) ...
+    with open_writer(store, durable=False) as w:  # ... and records a new one in its place
+        add_episode(w, 3, success=False)
+    np.testing.assert_array_equal(read_labels(store).success, [F, F, F, F, F, F, S, U, U, U])
+
+
 def test_a_labelled_store_validates_and_filters(store: Path, tmp_path: Path) -> None:
     write_labels(store, labels_from_success(open_store(store)), by="a", method="success")
     assert validate_store(store) == []
