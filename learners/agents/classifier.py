@@ -403,21 +403,24 @@ def train_classifier(
         return 0.5 * jnp.mean(bce[:half]) + 0.5 * jnp.mean(bce[half:])
 
     @jax.jit
-    def block(p: Any, opt: Any, d: Any, k: jax.Array) -> tuple[Any, Any, jax.Array]:
-        def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
-            p, opt = carry
-            k_pos, k_neg, k_shift = jax.random.split(kk, 3)
-            rows = jnp.concatenate([  # half success frames, half failures
-                d["pos"][jax.random.randint(k_pos, (half,), 0, len(d["pos"]))],
-                d["neg"][jax.random.randint(k_neg, (config.batch_size - half,), 0,
-                                            len(d["neg"]))],
-            ])  # fmt: skip
-            loss, grads = jax.value_and_grad(balanced_loss)(p, d, rows, k_shift)
-            updates, opt = tx.update(grads, opt, p)
-            return (optax.apply_updates(p, updates), opt), loss
+    def step(p: Any, opt: Any, d: Any, k: jax.Array) -> tuple[Any, Any, jax.Array]:
+        k_pos, k_neg, k_shift = jax.random.split(k, 3)
+        rows = jnp.concatenate([  # half success frames, half failures
+            d["pos"][jax.random.randint(k_pos, (half,), 0, len(d["pos"]))],
+            d["neg"][jax.random.randint(k_neg, (config.batch_size - half,), 0, len(d["neg"]))],
+        ])  # fmt: skip
+        loss, grads = jax.value_and_grad(balanced_loss)(p, d, rows, k_shift)
+        updates, opt = tx.update(grads, opt, p)
+        return optax.apply_updates(p, updates), opt, loss
 
-        (p, opt), losses = jax.lax.scan(one, (p, opt), jax.random.split(k, config.eval_every))
-        return p, opt, jnp.mean(losses)
+    def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, float]:
+        # A Python loop of jitted steps, not a lax.scan: XLA:CPU ran these convolutions about
+        # 10x slower inside a scan's loop (880 against 80 ms a step, measured side by side).
+        losses = []
+        for kk in jax.random.split(k, config.eval_every):
+            p, opt, loss = step(p, opt, data, kk)
+            losses.append(loss)
+        return p, opt, float(np.mean(jax.device_get(losses)))
 
     predict_chunk = jax.jit(lambda p, d, rows: jax.nn.sigmoid(logits(p, d, rows, None)))
     val_label = dataset.label[val]
@@ -433,7 +436,7 @@ def train_classifier(
     bar = _progress(progress, blocks * config.eval_every)
     for i in range(blocks):
         key, sub = jax.random.split(key)
-        params, opt, train_loss = block(params, opt, data, sub)
+        params, opt, train_loss = block(params, opt, sub)
         val_loss = _balanced_bce(predict(params), val_label)
         record = {"step": float((i + 1) * config.eval_every), "train_loss": float(train_loss),
                   "val_loss": val_loss}  # fmt: skip
