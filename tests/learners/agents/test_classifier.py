@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -14,6 +15,7 @@ from handrail.demos.labels import labels_from_success
 from handrail.learners.agents import classifier as clf_mod
 from handrail.learners.agents.classifier import (
     ClassifierConfig,
+    ClassifierResult,
     FramesDataset,
     SuccessClassifier,
     choose_threshold,
@@ -27,7 +29,7 @@ from handrail.learners.images import random_shift, resize
 
 SIZE = 16
 TINY = ClassifierConfig(image_size=SIZE, channels=(8, 8), strides=(2, 2), features=8,
-                        hidden_dims=(16,), steps=200, eval_every=50, batch_size=32,
+                        hidden_dims=(16,), steps=120, eval_every=40, batch_size=32,
                         shift_px=1)  # fmt: skip
 
 
@@ -58,15 +60,37 @@ def write_store(path: Path, episodes: int, seed: int, size: int = SIZE) -> Path:
     return path
 
 
+@dataclass
+class Trained:
+    """A classifier trained once for the module, and what its training saw."""
+
+    path: Path
+    store: Path
+    dataset: FramesDataset
+    result: ClassifierResult
+    threshold_frames: int
+    """How many frames the threshold was chosen on."""
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A classifier trained on a toy store (and the store)."""
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """A classifier trained on a toy store, the threshold's inputs spied on."""
     root = tmp_path_factory.mktemp("clf")
     store = write_store(root / "store", 16, seed=0)
     reader = open_store(store)
     dataset = frames_dataset([(reader, labels_from_success(reader), "toy")], TINY)
-    result = train_classifier(dataset, TINY)
-    return save_classifier(root / "clf", result, TINY, dataset), store
+    seen = {}
+    real = clf_mod.choose_threshold
+
+    def spy(prob: np.ndarray, label: np.ndarray, target: float) -> float:
+        seen["n"] = len(label)
+        return real(prob, label, target)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clf_mod, "choose_threshold", spy)
+        result = train_classifier(dataset, TINY)
+    path = save_classifier(root / "clf", result, TINY, dataset)
+    return Trained(path, store, dataset, result, seen["n"])
 
 
 def test_random_shift_differs_per_sample_and_keeps_the_shape() -> None:
@@ -110,37 +134,26 @@ def test_split_holds_whole_episodes_of_both_kinds_out() -> None:
 
 
 def test_it_learns_a_separable_set_and_the_threshold_comes_from_validation_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trained: Trained,
 ) -> None:
-    store = write_store(tmp_path / "s", 16, seed=1)
-    reader = open_store(store)
-    dataset = frames_dataset([(reader, labels_from_success(reader), "toy")], TINY)
+    dataset, result = trained.dataset, trained.result
     assert len(dataset) == 96 and dataset.label.sum() == 8
-    seen = {}
-    real = clf_mod.choose_threshold
-
-    def spy(prob: np.ndarray, label: np.ndarray, target: float) -> float:
-        seen["n"] = len(label)
-        return real(prob, label, target)
-
-    monkeypatch.setattr(clf_mod, "choose_threshold", spy)
-    result = train_classifier(dataset, TINY)
     _, val = split_by_episode(dataset, TINY.val_fraction, TINY.seed)
-    assert seen["n"] == len(val) == result.counts["val_frames"] < len(dataset)
+    assert trained.threshold_frames == len(val) == result.counts["val_frames"] < len(dataset)
     assert result.validation["precision"] == 1.0 and result.validation["recall"] == 1.0
     assert result.history[-1]["val_loss"] < result.history[0]["val_loss"]
 
 
-def test_a_saved_classifier_scores_new_frames_at_any_size(trained: tuple[Path, Path]) -> None:
-    clf = SuccessClassifier(trained[0])
+def test_a_saved_classifier_scores_new_frames_at_any_size(trained: Trained) -> None:
+    clf = SuccessClassifier(trained.path)
     rng = np.random.default_rng(7)
     assert clf.detect({"front": frame(True, rng)}) and not clf.detect({"front": frame(False, rng)})
     big = np.stack([frame(True, rng, 32), frame(False, rng, 32)])  # twice the size: resized
     assert (clf.probability({"front": big}) >= clf.threshold).tolist() == [True, False]
 
 
-def test_bad_inputs_get_one_line_each(trained: tuple[Path, Path], tmp_path: Path) -> None:
-    clf = SuccessClassifier(trained[0])
+def test_bad_inputs_get_one_line_each(trained: Trained, tmp_path: Path) -> None:
+    clf = SuccessClassifier(trained.path)
     with pytest.raises(ValueError, match=r"another camera set"):
         clf.check_keys({"wrist": (16, 16, 3)}, "the env's observation")
     with pytest.raises(ValueError, match=r"channels must match"):
@@ -149,7 +162,7 @@ def test_bad_inputs_get_one_line_each(trained: tuple[Path, Path], tmp_path: Path
         clf.probability({"front": np.zeros((16, 16, 3), np.float32)})
     with pytest.raises(ValueError, match=r"not a handrail success classifier"):
         SuccessClassifier(tmp_path)
-    reader = open_store(trained[1])
+    reader = open_store(trained.store)
     with pytest.raises(ValueError, match=r"no observation field 'wrist'"):
         frames_dataset([(reader, labels_from_success(reader), "")], ClassifierConfig(
             cameras=("wrist",)))  # fmt: skip
@@ -185,8 +198,8 @@ class Toy(gym.Env):
         return self._obs(), 0.0, False, self.t >= 8, {"success": self.t > 3}
 
 
-def test_the_env_rewards_and_ends_where_the_classifier_fires(trained: tuple[Path, Path]) -> None:
-    clf = SuccessClassifier(trained[0])
+def test_the_env_rewards_and_ends_where_the_classifier_fires(trained: Trained) -> None:
+    clf = SuccessClassifier(trained.path)
     env = ClassifierReward(Toy(), clf)
     assert "front" not in env.observation_space.spaces and "state" in env.observation_space.spaces
     obs, _ = env.reset()
@@ -212,9 +225,9 @@ def test_the_env_rewards_and_ends_where_the_classifier_fires(trained: tuple[Path
         ClassifierReward(gym.make("Pendulum-v1").unwrapped, clf)
 
 
-def test_demonstrations_are_relabelled_by_the_classifier(trained: tuple[Path, Path]) -> None:
-    clf = SuccessClassifier(trained[0])
-    data = open_store(trained[1]).load()
+def test_demonstrations_are_relabelled_by_the_classifier(trained: Trained) -> None:
+    clf = SuccessClassifier(trained.path)
+    data = open_store(trained.store).load()
     relabelled = relabel_rewards(data, clf)
     ends = data.episode_starts + data.episode_lengths - 1
     successful = np.array([r.success for r in data.records])
