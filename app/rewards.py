@@ -90,12 +90,27 @@ def relabel_demos(cfg: TrainConfig, demos: Any, classifier: Any) -> Any:
     return data
 
 
-def report(env: Any, run_path: Path) -> None:
-    """Print and write (``reward_classifier.json``) what the classifier did in training."""
+def _classifier_env(env: Any) -> Any:
+    """The ClassifierReward wrapper around (or inside) ``env``, or None."""
     from handrail.learners.agents.learned_reward import ClassifierReward
 
     while env is not None and not isinstance(env, ClassifierReward):
         env = getattr(env, "env", None)
+    return env
+
+
+def log_stats(env: Any, run: Any, env_steps: int) -> None:
+    """A ``reward_classifier`` record of the counts so far in ``metrics.jsonl`` (at every
+    evaluation: false positives climbing is a policy that found frames the classifier takes
+    for success)."""
+    found = _classifier_env(env)
+    if found is not None:
+        run.log("reward_classifier", env_steps, found.stats.to_json())
+
+
+def report(env: Any, run_path: Path) -> None:
+    """Print and write (``reward_classifier.json``) what the classifier did in training."""
+    env = _classifier_env(env)
     if env is None:
         return
     stats = env.stats

@@ -354,6 +354,7 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     policy = LearnedPolicy(make, trainer.learner, sac.obs_spec, sac.action_spec, seed=cfg.seed)
 
     def run_eval(_: int) -> Any:
+        rewards.log_stats(trainer.actor.env, run, trainer.env_steps)
         return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + 10_000, video=cfg.video,
                         success_key=cfg.success_key)  # fmt: skip
 

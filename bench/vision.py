@@ -7,7 +7,8 @@ simulator's own success:
 1. ``demos`` scripted demonstrations recorded with the wrist and front cameras, each held at
    the goal after success (``--env-kwargs terminate_on_success=false``) and labelled from its
    per-step sparse reward (``handrail label --from reward``): the frames a person would mark;
-2. ``failures`` failed episodes of the expert acting with Gaussian noise (near misses);
+2. ``failures`` failed episodes: half of the expert acting with Gaussian noise (near misses),
+   half of random actions (the gripper closing on nothing);
 3. ``handrail reward train`` on both; ``handrail reward eval`` on as many again, recorded from
    other seeds (held-out episodes): frame precision and recall, episode false positives;
 4. per seed, ``handrail train --demos <1> --reward classifier:<3>`` (the task's preset
@@ -86,7 +87,8 @@ def record_demos(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
 
 
 def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
-    """``cfg.failures`` failed episodes of the noisy expert (labelled: every frame failure)."""
+    """``cfg.failures`` failed episodes, half of the noisy expert and half of random actions
+    (labelled: every frame failure)."""
     if out.exists():
         return
     from handrail import sim
@@ -107,13 +109,22 @@ def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
         action = spec.from_env(expert(obs)) + rng.normal(0.0, cfg.failure_noise, spec.dim)
         return spec.to_env(action)
 
+    def flailing(obs: Any) -> np.ndarray:  # the gripper opens and closes on nothing
+        return spec.to_env(rng.uniform(-1.0, 1.0, spec.dim))
+
+    # Half near misses, half random motion: with near misses alone the classifier took a
+    # closed gripper for success, and the policy closed it at once (episodes of one step).
+    policy = {"on": noisy}
+
     tries = out.with_name(out.name + "-tries")
     record_cfg = RecordConfig(task=cfg.task, out=str(tries), cameras=cfg.cameras,
                               image_size=cfg.image_size, overwrite=True)  # fmt: skip
     with EpisodeRecorder(_open_record_writer(record_cfg, env), task=cfg.task) as recorder:
-        actor = Actor(env, noisy, seed=seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
+        actor = Actor(env, lambda obs: policy["on"](obs), seed=seed, sinks=[recorder],
+                      acted_by=ActedBy.SCRIPTED)  # fmt: skip
         failed = 0
         for _ in range(10 * cfg.failures):
+            policy["on"] = noisy if failed < (cfg.failures + 1) // 2 else flailing
             failed += not actor.run_episodes(1)[0].success
             if failed == cfg.failures:
                 break

@@ -61,6 +61,9 @@ def test_training_on_the_classifier_reports_it_against_the_task(
     stats = json.loads((run / "reward_classifier.json").read_text())
     assert stats["episodes"] >= 200 // 30 and stats["judged"] == stats["episodes"]
     assert stats["classifier"] == str(clf)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in records if r["kind"] == "reward_classifier"]
+    assert logged and logged[-1]["episodes"] <= stats["episodes"]
 
 
 def test_bad_reward_inputs_get_one_line(
