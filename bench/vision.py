@@ -176,12 +176,51 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
     return runs
 
 
-def summarize(run: Run) -> dict[str, Any]:
-    """``bench learning``'s summary and the classifier's record of the run."""
+def summarize(run: Run, cfg: BenchVisionConfig) -> dict[str, Any]:
+    """``bench learning``'s summary, the classifier's record of the run, and when it fires on
+    the final policy's episodes against the task's success (``timing.json``)."""
     row = summarize_run(run)
     stats = run.folder / "reward_classifier.json"
     row["classifier"] = json.loads(stats.read_text()) if stats.is_file() else None
+    timing = run.folder / "timing.json"
+    if not timing.is_file():
+        timing.write_text(json.dumps(fire_timing(cfg, run.folder, 30)))
+    row["timing"] = json.loads(timing.read_text())
     return row
+
+
+def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str, Any]:
+    """On the run's last policy, episodes that neither the task nor the classifier end: the
+    step the classifier first fires minus the step the task first succeeds, per episode (a
+    "false positive" in training is often a fire a few steps early, while the cube rises)."""
+    from handrail.app.envs import make_env, parse_env_kwargs
+    from handrail.learners.agents.classifier import SuccessClassifier
+    from handrail.learners.policies import load_run_policy
+
+    clf = SuccessClassifier(cfg.out / "classifier")
+    run = load_run_policy(folder, "latest")
+    kwargs = parse_env_kwargs(run.env_kwargs, cfg.task)
+    env = make_env(cfg.task, **{**kwargs, "cameras": clf.cameras, "image_size": cfg.image_size,
+                                "terminate_on_success": False})  # fmt: skip
+    gaps, never = [], {"classifier": 0, "task": 0}
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=900_000 + episode)
+        fired = succeeded = None
+        for t in range(int(kwargs.get("episode_steps", 100))):
+            state = {k: v for k, v in obs.items() if k not in clf.cameras}
+            obs, _, _, truncated, info = env.step(run.policy(state))
+            fired = t if fired is None and clf.detect(obs) else fired
+            succeeded = t if succeeded is None and info["success"] else succeeded
+            if (fired is not None and succeeded is not None) or truncated:
+                break
+        never["classifier"] += fired is None
+        never["task"] += succeeded is None
+        if fired is not None and succeeded is not None:
+            gaps.append(fired - succeeded)
+    env.close()
+    values, counts = np.unique(gaps, return_counts=True)
+    return {"episodes": episodes, "never": never,
+            "gap_steps": {int(v): int(c) for v, c in zip(values, counts, strict=True)}}  # fmt: skip
 
 
 def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
@@ -213,6 +252,13 @@ def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
                     f"{c.get('false_positives', '-')} FP, {c.get('false_negatives', '-')} FN"
                     for c in clf) + " |"
     )  # fmt: skip
+    gaps: dict[int, int] = {}
+    for r in rows:
+        for gap, count in r["timing"]["gap_steps"].items():
+            gaps[int(gap)] = gaps.get(int(gap), 0) + count
+    lines += ["", "When the classifier first fires on the final policies' episodes, in steps after "
+              "the task's first success (episodes): " + ", ".join(
+                  f"{g:+d}: {gaps[g]}" for g in sorted(gaps))]  # fmt: skip
     return lines
 
 
@@ -223,7 +269,7 @@ def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> i
     runs = plan(cfg, prepared)
     if not cfg.report_only:
         execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench vision")
-    rows = [summarize(r) for r in runs if r.done]
+    rows = [summarize(r, cfg) for r in runs if r.done]
     lines = table(rows, prepared)
     (cfg.out / "bench_vision.json").write_text(json.dumps(
         {"config": asdict(cfg), "prepared": prepared, "rows": rows}, default=str, indent=1))  # fmt: skip
