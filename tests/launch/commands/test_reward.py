@@ -44,6 +44,7 @@ def test_reward_train_writes_a_classifier_with_its_validation(
     assert "add --overwrite" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_training_on_the_classifier_reports_it_against_the_task(
     classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
