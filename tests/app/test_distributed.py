@@ -35,7 +35,7 @@ def test_train_with_actors_refuses_options_it_cannot_take(tmp_path: Path) -> Non
 
 
 def test_two_actors_train_reach_as_local_training_does_though_actor_and_learner_die(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """reach's preset with two env actors on Ray reaches the 90% that local training reaches
     (tests/learners/test_learning.py), though an actor and then the learner are killed mid-run:
@@ -46,6 +46,9 @@ def test_two_actors_train_reach_as_local_training_does_though_actor_and_learner_
 
     from handrail.app.training import train
 
+    # Ray's processes share a compilation cache: the learner Ray restarts loads its update step
+    # instead of compiling it again while the actors wait (this process's JAX is already set up).
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax_cache"))
     config = preset("reach", actors=2, run_dir=tmp_path / "run", stop_at_success=0.9,
                     progress=False, steps=8_000, seed=0, eval_every=1_000, eval_episodes=20,
                     dist=DistConfig(checkpoint_every=500))  # fmt: skip

@@ -1,14 +1,23 @@
 """``actor_node learner:=ray``: the sim_robot stack's actor feeds a learner on a local Ray runtime
 (loopback, token required), all inside the private network namespace of the ``ros`` fixture."""
 
+import pytest
+
+# It checks counts, not timing (the actor's age limit allows a loaded machine's pauses), so it
+# runs beside other tests; its Ray runtime keeps its token in a home of its own, apart from
+# another test's runtime (tests/app/test_distributed.py).
+pytestmark = pytest.mark.concurrent
+
 
 def test_the_actor_node_feeds_a_ray_learner_every_step_once(ros, tmp_path):
     folder = tmp_path / "learner"
     folder.mkdir()
+    (tmp_path / "home").mkdir()
     out = ros(
         rf'''
 import json, os, signal, socket, subprocess, sys, time
 from pathlib import Path
+os.environ["HOME"] = "{tmp_path / "home"}"  # Ray's token file (~/.ray), the nodes' logs (~/.ros)
 import rclpy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy, HistoryPolicy

@@ -263,15 +263,6 @@ def test_a_crash_at_each_step_of_a_save_leaves_the_previous_or_the_new_folder(
     assert crashes >= 8, crashes  # two writes, fsyncs, symlink, replace, removals
 
 
-def _state_digest(trainer) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    for leaf in jax.tree_util.tree_leaves((trainer.learner.state, trainer.learner.replay)):
-        digest.update(np.asarray(leaf).tobytes())
-    return digest.hexdigest()
-
-
 @pytest.mark.slow
 def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     tmp_path: Path,
@@ -279,55 +270,80 @@ def test_killing_a_saving_process_leaves_the_previous_or_the_new_checkpoint(
     """20 SIGKILLs at random moments of a train-and-save loop (each child resumes from what the
     last one left): every time the checkpoint loads, and it is exactly the state an
     uninterrupted run had at its step count, never a mix of two saves. (Every step of a save
-    is the crash point in turn in the test above; this one runs the whole path for real.)"""
-    import os
+    is the crash point in turn in the test above; this one runs the whole path for real.)
+
+    The children are forked from a zygote that has imported everything once, and share a
+    persistent compilation cache (``_save_child.py``)."""
+    import contextlib
+    import signal
+    import socket
     import subprocess
     import sys
     import time
+    from typing import TextIO
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from _save_setup import make_trainer
+    from _save_setup import make_trainer, state_digest
 
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")  # fmt: skip
-    child = Path(__file__).parent / "_save_child.py"
     folder = tmp_path / "run"
     folder.mkdir()
+    control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "_save_child.py"), str(folder),
+         str(zygote_end.fileno())],
+        env=env, pass_fds=[zygote_end.fileno()], start_new_session=True,
+    )  # fmt: skip
+    zygote_end.close()
+
+    def fork(command: str) -> TextIO:  # a child of the zygote; the socket the test talks over
+        mine, theirs = socket.socketpair()
+        socket.send_fds(control, [command.encode()], [theirs.fileno()])
+        theirs.close()
+        channel = mine.makefile("rw")
+        mine.close()  # the file holds it open
+        return channel
+
+    def go(channel: TextIO) -> int:  # waits until the child is built, then lets it go; its pid
+        line = channel.readline()
+        assert line.startswith("started "), f"a child said {line!r} (its traceback: stderr)"
+        channel.write("go\n")
+        channel.flush()
+        return int(line.split()[1])
+
     rng = np.random.default_rng(0)
     seen: list[int] = []
-    resumed = make_trainer()  # load() replaces all of its state, so one serves every check
-
-    def start() -> subprocess.Popen[str]:  # imports and builds, then waits for "go"
-        proc = subprocess.Popen([sys.executable, str(child), str(folder)], env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
-        return proc
-
-    def go(proc: subprocess.Popen[str]) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        assert proc.stdout.readline().strip() == "started"
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-
-    proc = start()
-    go(proc)
-    for i in range(20):
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        following = start() if i < 19 else None  # starts up while this one trains and saves
-        time.sleep(float(rng.uniform(0.0, 0.6)))
-        proc.kill()
-        proc.wait()
-        resumed.load(folder / "latest")  # raises on a mixed or torn checkpoint
-        seen.append(resumed.env_steps)
-        assert resumed.env_steps % 10 == 0 and resumed.actor.at_episode_start
-        if following is not None:
-            go(following)  # only now may it read the folder
-            proc = following
-    reference, digests = make_trainer(), {}
-    while reference.env_steps < max(seen):
-        reference.run(10)
-        digests[reference.env_steps] = _state_digest(reference)
-    final = make_trainer()
-    final.load(folder / "latest")
-    assert _state_digest(final) == digests[final.env_steps]
-    assert seen == sorted(seen) and len(set(seen)) > 10  # progress between kills
+    try:
+        channel = fork("train")
+        resumed = make_trainer()  # load() replaces all of its state, so one serves every check
+        pid = go(channel)  # it has compiled: the next children find the cache filled
+        # Two children build and compile ahead (a few seconds each) while one trains and saves.
+        children = [channel, fork("train"), fork("train")]
+        for i in range(20):
+            assert channel.readline().strip() == "ready"
+            if len(children) <= 20:  # the 20 train-and-save children, then the reference run
+                children.append(fork("train" if len(children) < 20 else "reference"))
+            time.sleep(float(rng.uniform(0.0, 0.6)))
+            os.kill(pid, signal.SIGKILL)
+            assert channel.read() == ""  # its socket closed: it is dead
+            channel.close()
+            resumed.load(folder / "latest")  # raises on a mixed or torn checkpoint
+            seen.append(resumed.env_steps)
+            assert resumed.env_steps % 10 == 0 and resumed.actor.at_episode_start
+            if i < 19:
+                channel = children[i + 1]
+                pid = go(channel)  # only now may it read the folder
+        with children[20] as reference:  # built meanwhile
+            reference.write(f"{max(seen)}\n")
+            reference.flush()
+            steps, digest = reference.readline().split()
+        assert int(steps) == resumed.env_steps  # the last save, the furthest
+        assert state_digest(resumed) == digest
+        assert seen == sorted(seen) and len(set(seen)) > 10  # progress between kills
+    finally:
+        control.close()  # the zygote leaves; a failure may have left children
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(zygote.pid, signal.SIGKILL)
+        zygote.wait()
