@@ -9,8 +9,6 @@ outlives the test).
 The suite runs on two pytest-xdist workers (the README's command). A test marked ``serial``
 (every ROS 2 test, anything that paces on the wall clock) runs alone: it takes a file lock
 exclusively while every other test holds it shared, so no other test loads the CPUs meanwhile.
-A module under those paths whose tests check no timing (counts, contents) may say ``pytestmark =
-pytest.mark.concurrent``: it then runs beside the others.
 """
 
 import fcntl
@@ -41,16 +39,14 @@ _SERIAL_PATHS = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        concurrent = item.get_closest_marker("concurrent") is not None
-        if not concurrent and any(part in item.nodeid for part in _SERIAL_PATHS):
+        if any(part in item.nodeid for part in _SERIAL_PATHS):
             item.add_marker(pytest.mark.serial)
     items[:] = _scheduled(items)
 
 
 def _scheduled(items: list[pytest.Item]) -> list[pytest.Item]:
     """The order the workers take modules in (pyproject has ``--no-loadscope-reorder``): those
-    with a ``slow`` test and the ``concurrent`` ROS 2 ones first, ``serial`` ones last, each
-    group largest first.
+    with a ``slow`` test first, ``serial`` ones last, each group largest first.
 
     xdist's own order (largest first) left the one-test learning modules and the serial ones for
     the end, where a serial test waited for a long learning test to finish on the other worker
@@ -64,7 +60,7 @@ def _scheduled(items: list[pytest.Item]) -> list[pytest.Item]:
         def has(marker: str) -> bool:
             return any(item.get_closest_marker(marker) for item in module)
 
-        return (2 if has("serial") else 0 if has("slow") or has("concurrent") else 1), -len(module)
+        return (2 if has("serial") else 0 if has("slow") else 1), -len(module)
 
     return [item for module in sorted(groups.values(), key=rank) for item in module]
 
