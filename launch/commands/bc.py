@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import tyro
 
+from handrail.launch.commands.common import plot_losses
 from handrail.learners.agents.bc import BCConfig
 
 
@@ -160,7 +161,12 @@ def bc(cmd: BCCommand) -> int:
                           on_eval=log, selected=selected)  # fmt: skip
         write_checkpoint_dir(run.best_dir, lambda p: save_bc(
             p, result, config, obs_spec, action_spec, extra={"task": task}))  # fmt: skip
-        _plot(result.history, run_path / "bc_loss.png", task)
+        plot_losses(
+            result.history,
+            run_path / "bc_loss.png",
+            title=f"handrail bc on {task}",
+            ylabel="action MSE (normalised)",
+        )
         summary: dict[str, Any] = {"best_val_loss": result.best_val_loss,
                                    "train_episodes": len(result.train_episodes),
                                    "val_episodes": len(result.val_episodes)}  # fmt: skip
@@ -235,23 +241,3 @@ def _acted_by(reader: Any, ids: list[int], acted_by: tuple[str, ...]) -> list[in
             f"such a step (their steps were chosen by: {by})"
         )
     return keep
-
-
-def _plot(history: list[dict[str, Any]], path: Path, task: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5, 3.2), layout="constrained")
-    ax = fig.subplots()
-    steps = [h["step"] for h in history]
-    ax.plot(steps, [h["train_loss"] for h in history], label="train")
-    if any(h["val_loss"] is not None for h in history):
-        ax.plot(steps, [h["val_loss"] for h in history], label="validation")
-    ax.set_yscale("log")
-    ax.set_xlabel("gradient steps")
-    ax.set_ylabel("action MSE (normalised)")
-    ax.legend()
-    ax.set_title(f"handrail bc on {task}")
-    fig.savefig(path, dpi=80)

@@ -1,16 +1,21 @@
-"""What the ``handrail record``, ``replay`` and ``demos ...`` commands share.
+"""What the ``handrail record``, ``replay``, ``demos ...`` and model-training commands share.
 
 The positional store-path argument, the sim's camera names, episode-id lists, the check of an
-existing ``--out``, and how a bad input or a damaged store becomes one clear line and exit code 2.
+existing ``--out``, how a bad input or a damaged store becomes one clear line and exit code 2,
+and, for commands that train a model into a folder, writing that folder whole and plotting its
+losses.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import tyro
 
@@ -85,3 +90,46 @@ def parse_episodes(spec: str) -> list[int] | None:
             raise ValueError(f"--episodes {spec!r}: range {part.strip()} runs backwards")
         out.extend(range(lo, hi + 1))
     return list(dict.fromkeys(out))
+
+
+def write_folder(out: Path, fill: Callable[[Path], None]) -> None:
+    """Fill a new folder beside ``out``, then put it in place (a crash leaves the old one)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fill(stage)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(stage, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(stage, out)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage)
+
+
+def plot_losses(
+    history: Sequence[Mapping[str, Any]], path: Path, *, title: str, ylabel: str,
+    train_label: str = "train", val_label: str = "validation",
+) -> None:  # fmt: skip
+    """The training and validation losses of ``history`` (``step``, ``train_loss``,
+    ``val_loss``: None where there was none) on a log scale, written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3.2), layout="constrained")
+    ax = fig.subplots()
+    steps = [h["step"] for h in history]
+    ax.plot(steps, [h["train_loss"] for h in history], label=train_label)
+    if any(h["val_loss"] is not None for h in history):
+        ax.plot(steps, [h["val_loss"] for h in history], label=val_label)
+    ax.set_yscale("log")
+    ax.set_xlabel("gradient steps")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    ax.set_title(title)
+    fig.savefig(path, dpi=80)

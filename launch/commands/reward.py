@@ -13,17 +13,14 @@ classifier:PATH`` then trains on it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import tyro
 
+from handrail.launch.commands.common import plot_losses, write_folder
 from handrail.learners.agents.classifier import ClassifierConfig
 
 
@@ -119,9 +116,11 @@ def train(cmd: Annotated[RewardTrain, tyro.conf.arg(name="")]) -> int:
     def fill(folder: Path) -> None:
         save_classifier(folder, result, cmd.classifier, dataset,
                         extra={"demos": [str(p) for p in cmd.demos], "last": cmd.last})  # fmt: skip
-        _plot(result.history, folder / "loss.png")
+        plot_losses(result.history, folder / "loss.png", title="handrail reward train",
+                    ylabel="balanced cross-entropy", train_label="train (shifted frames)",
+                    val_label="validation episodes")  # fmt: skip
 
-    _write_folder(out, fill)
+    write_folder(out, fill)
     v, c = result.validation, result.counts
     print(f"handrail reward: validation on {c['val_episodes']} held-out episodes "
           f"({c['val_frames']} frames, {c['val_success']} success): precision "
@@ -134,43 +133,6 @@ def train(cmd: Annotated[RewardTrain, tyro.conf.arg(name="")]) -> int:
     print(f"handrail reward: classifier {out.resolve()}; train on it with handrail train "
           f"--reward classifier:{out}", file=sys.stderr)  # fmt: skip
     return 0
-
-
-def _write_folder(out: Path, fill: Callable[[Path], None]) -> None:
-    """Fill a new folder beside ``out``, then put it in place (a crash leaves the old one)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        fill(stage)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(stage, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(stage, out)
-    finally:
-        if stage.exists():
-            shutil.rmtree(stage)
-
-
-def _plot(history: list[dict[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5, 3.2), layout="constrained")
-    ax = fig.subplots()
-    steps = [h["step"] for h in history]
-    ax.plot(steps, [h["train_loss"] for h in history], label="train (shifted frames)")
-    ax.plot(steps, [h["val_loss"] for h in history], label="validation episodes")
-    ax.set_yscale("log")
-    ax.set_xlabel("gradient steps")
-    ax.set_ylabel("balanced cross-entropy")
-    ax.legend()
-    ax.set_title("handrail reward train")
-    fig.savefig(path, dpi=80)
 
 
 def evaluate(cmd: Annotated[RewardEval, tyro.conf.arg(name="")]) -> int:
