@@ -46,7 +46,8 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         return handrail.sim.make(task, render_mode=render_mode, **overrides)
     env_id = _gym_id(task, "--task")
     try:
-        return gym.make(env_id, render_mode=render_mode, **overrides)
+        env = gym.make(env_id, render_mode=render_mode, **overrides)
+        return FlatDict(env) if _nested(env.observation_space) else env
     except gym.error.Error as exc:
         raise _unknown_task(task, "--task", f"gymnasium.make failed: {exc}") from exc
     except TypeError as exc:  # the env's constructor refused a keyword argument
@@ -58,6 +59,43 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
             f"--env-kwargs {key}={overrides.get(key)!r}: {task} takes no keyword argument "
             f"{key!r}; it takes {_gym_keywords(env_id)}"
         ) from exc
+
+
+NESTED_SEPARATOR = "."
+"""Joins a nested Dict observation's keys into one (``pixels`` Dict's ``top`` -> ``pixels.top``)."""
+
+
+class FlatDict(gym.ObservationWrapper):
+    """An env whose Dict observation nests Dicts (LeRobot-style envs: a ``pixels`` Dict of
+    cameras beside ``agent_pos``) seen as one flat Dict, keys joined by ``.`` (``pixels.top``):
+    the form the learners, the encoders and the store read."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        assert isinstance(space, gym.spaces.Dict)  # make_env wraps only nested Dicts
+        self.observation_space = gym.spaces.Dict(_flat(space.spaces))
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        return _flat(observation)
+
+
+def _nested(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Dict) and any(
+        isinstance(sub, gym.spaces.Dict) for sub in space.spaces.values()
+    )
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping (of spaces, or of values) as one level, keys joined."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        inner = value.spaces if isinstance(value, gym.spaces.Dict) else value
+        if isinstance(inner, dict):
+            out.update(_flat(inner, f"{prefix}{key}{NESTED_SEPARATOR}"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def parse_env_kwargs(items: Iterable[str], task: str | None = None) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from handrail.app.envs import check_tasks, make_env, parse_env_kwargs
@@ -136,3 +138,42 @@ def test_env_kwargs_of_a_gymnasium_id_go_to_gymnasium_make() -> None:
                                          r"argument 'foo'; it takes g \(its own\) and "
                                          r"max_episode_steps"):  # fmt: skip
         make_env("Pendulum-v1", foo=1)
+
+
+class _LeRobotStyle(gym.Env):
+    """Observations as LeRobot-style envs give them: a ``pixels`` Dict of cameras beside the
+    state."""
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Dict({
+            "pixels": gym.spaces.Dict({"top": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)}),
+            "agent_pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+        })  # fmt: skip
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: np.ndarray) -> tuple:
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+gym.register("HandrailNestedObs-v0", entry_point=_LeRobotStyle)
+
+
+def test_a_nested_dict_observation_is_seen_flat_with_joined_keys() -> None:
+    from handrail.learners.specs import ObsSpec
+
+    env = make_env("HandrailNestedObs-v0")
+    assert sorted(env.observation_space.spaces) == ["agent_pos", "pixels.top"]
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"pixels.top", "agent_pos"} and obs["pixels.top"].shape == (8, 8, 3)
+    assert env.observation_space.contains(obs)
+    step_obs = env.step(env.action_space.sample())[0]
+    assert env.observation_space.contains(step_obs)
+    spec = ObsSpec.from_space(env.observation_space, ignore=["pixels.top"])
+    assert spec.keys == ("agent_pos",)
+    with pytest.raises(TypeError, match=r"--ignore-obs-keys pixels\.top"):
+        ObsSpec.from_space(env.observation_space)
