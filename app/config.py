@@ -98,6 +98,11 @@ class TrainConfig:
     episode's end where it fires (a handrail task then renders the classifier's cameras and
     leaves the ending to it); the run reports its false positives and negatives against the
     task's own success where the env reports one."""
+    encoder: Path | None = None
+    """A frozen image encoder (``handrail encoder train``) the policy sees the cameras
+    through: they become one feature key, ``camera_features``, beside the state keys (a handrail
+    task renders the encoder's cameras at its frames' size; leave out object poses with
+    --ignore-obs-keys to learn from cameras and proprioception alone)."""
     residual_on: str | None = None
     """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
     bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
@@ -174,7 +179,7 @@ class TrainConfig:
         values["loop"] = LoopConfig(**values.get("loop", {}))
         values["hil"] = HumanLoopConfig.from_json(values.get("hil", {}))
         values["dist"] = DistConfig(**values.get("dist", {}))
-        for name in ("demos", "resume", "run_dir", "record"):
+        for name in ("demos", "resume", "run_dir", "record", "encoder"):
             if values.get(name) is not None:
                 values[name] = Path(values[name])
         for name in ("env_kwargs", "ignore_obs_keys"):

@@ -61,14 +61,18 @@ def env_kwargs(cfg: TrainConfig, classifier: Any) -> dict[str, Any]:
     return kwargs
 
 
-def with_classifier(cfg: TrainConfig, env: Any, classifier: Any) -> Any:
-    """``env`` with the classifier's reward (itself for the task's reward)."""
+def with_classifier(
+    cfg: TrainConfig, env: Any, classifier: Any, *, keep_cameras: bool = False
+) -> Any:
+    """``env`` with the classifier's reward (itself for the task's reward); ``keep_cameras``:
+    leave the frames in the observation (an image encoder reads them next)."""
     if classifier is None:
         return env
     from handrail.learners.agents.learned_reward import ClassifierReward
 
     try:
-        return ClassifierReward(env, classifier, success_key=cfg.success_key)
+        return ClassifierReward(env, classifier, success_key=cfg.success_key,
+                                keep_cameras=keep_cameras)  # fmt: skip
     except ValueError as exc:
         raise ValueError(f"--reward {cfg.reward}: {exc}") from exc
 

@@ -8,6 +8,7 @@ the run folder exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from handrail.app.config import TrainConfig
@@ -45,8 +46,14 @@ def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> Episo
     return data_from_episodes(collector.episodes)
 
 
-def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> EpisodeData | None:
+def load_demos(
+    cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any,
+    transform: Callable[[EpisodeData], EpisodeData] | None = None,
+) -> EpisodeData | None:  # fmt: skip
     """The run's demonstrations (None without any), checked against the learner's specs.
+
+    ``transform`` turns the recorded episodes into what the learner reads before the check
+    (``--encoder`` encodes their cameras).
 
     Raises:
         FileNotFoundError: ``--demos`` names nothing.
@@ -59,6 +66,8 @@ def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> E
 
     if cfg.expert_demos:
         data = expert_episodes(cfg.task, cfg.expert_demos, cfg.seed + 1_000_000, **cfg.env)
+        if transform is not None:
+            data = transform(data)
     elif cfg.demos is not None:
         import handrail.demos
 
@@ -74,6 +83,8 @@ def load_demos(cfg: TrainConfig, env: Any, obs_spec: Any, action_spec: Any) -> E
             data = reader.load(episodes=successful)
             if data.num_episodes == 0:
                 raise ValueError("the store holds no successful episodes")
+            if transform is not None:
+                data = transform(data)
             check_fields(data, obs_spec, action_spec)
         except (StoreError, ValueError) as exc:
             raise ValueError(f"--demos {cfg.demos}: {exc}") from exc

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from handrail.app import rewards
+from handrail.app import pixels, rewards
 from handrail.app.config import (
     Settings,
     TrainConfig,
@@ -121,12 +121,25 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
 
         return train_distributed(cfg, settings, run_path)
     classifier = rewards.load_reward_classifier(cfg)
+    encoder = pixels.load_encoder(cfg)
+    # The encoder's cameras are the run's own env settings (config.json): whatever loads its
+    # policy later must render them.
+    cfg = dataclasses.replace(
+        cfg, env_kwargs=format_env_kwargs(pixels.env_kwargs(cfg, cfg.env, encoder))
+    )
     env_kwargs = rewards.env_kwargs(cfg, classifier)
-    env = rewards.with_classifier(cfg, make_env(cfg.task, **env_kwargs), classifier)
+    env = rewards.with_classifier(cfg, make_env(cfg.task, **env_kwargs), classifier,
+                                  keep_cameras=encoder is not None)  # fmt: skip
+    env = pixels.wrap(env, encoder)
     demo_cfg = dataclasses.replace(cfg, env_kwargs=format_env_kwargs(env_kwargs))
-    demos = rewards.relabel_demos(cfg, load_demos(demo_cfg, env, *learner_specs(env, cfg)),
-                                  classifier)  # fmt: skip
-    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
+
+    def demo_inputs(data: Any) -> Any:  # the classifier reads the frames the encoder replaces
+        return pixels.encode_demos(rewards.relabel_demos(cfg, data, classifier), encoder)
+
+    demos = load_demos(demo_cfg, env, *learner_specs(env, cfg), transform=demo_inputs)
+    eval_env = pixels.wrap(
+        make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env), encoder
+    )
     if cfg.residual_on is not None:  # the base's action joins every observation
         env, eval_env, demos = with_base(cfg, env, eval_env, demos)
     specs = learner_specs(env, cfg)
@@ -157,6 +170,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
         with RunDir(run_path) as run:
             run.write_config(cfg.to_json())
+            pixels.keep_copy(run_path, encoder)
             write_settings(run_path, settings)  # which layer set each setting
             if trainer is None:
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)

@@ -104,6 +104,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "handrail.launch.commands.reward:evaluate",
         "Score a success classifier on other episodes: precision, recall, false positives.",
     ),
+    ("encoder", "train"): Command(
+        "handrail.launch.commands.encoder:train",
+        "Pretrain a frozen image encoder on recorded frames (handrail train --encoder PATH).",
+    ),
     ("bench", "sim"): Command(
         "handrail.bench.sim:bench_sim", "Env steps/s per task and share of time in mj_step."
     ),

@@ -104,7 +104,20 @@ def load_run_policy(
     else:
         policy = load_policy(ckpt, deterministic=deterministic, seed=seed)
     assert kind is not None  # locate_checkpoint refused a folder without a checkpoint
+    policy = _with_encoder(policy, run_root(ckpt))
     return RunPolicy(
         ckpt, kind, policy, run_config.get("task"), tuple(run_config.get("env_kwargs", ())),
         run_config.get("success_key", "success"), run_config.get("residual_on"),
     )  # fmt: skip
+
+
+def _with_encoder(policy: Callable[[Any], Any], root: Path | None) -> Callable[[Any], Any]:
+    """``policy`` acting on camera frames through the run's copy of its image encoder
+    (``handrail train --encoder``), or itself for a run without one."""
+    from handrail.learners.agents.encoder import RUN_FOLDER
+
+    if root is None or not (root / RUN_FOLDER).is_dir():
+        return policy
+    from handrail.learners.agents.encoder import ImageEncoder, encoded_policy
+
+    return encoded_policy(policy, ImageEncoder(root / RUN_FOLDER))

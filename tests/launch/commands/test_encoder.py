@@ -1,0 +1,90 @@
+"""Cameras into the policy end to end through the CLI: record, ``encoder train``, ``train
+--encoder``, ``eval`` of the run; and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handrail.launch import cli
+
+SIZE = 32
+SMALL = ["--encoder.image-size", str(SIZE), "--encoder.channels", "8", "16",
+         "--encoder.strides", "2", "1", "--encoder.keypoints", "8", "--encoder.target-size",
+         "16", "--encoder.steps", "300", "--encoder.eval-every", "100",
+         "--encoder.goal-key", "proprio"]  # fmt: skip
+PIXELS_ONLY = ["--ignore-obs-keys", "goal", "goal_from_tcp_dm"]
+"""reach without the goal's position: only the cameras show where it is."""
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """reach demos with two cameras, and a tiny encoder trained on them."""
+    root = tmp_path_factory.mktemp("encoder")
+    store, enc = root / "demos", root / "enc"
+    assert cli.main(["record", "--task", "reach", "--episodes", "12", "--cameras", "front,wrist",
+                     "--image-size", str(SIZE), "--out", str(store)]) == 0  # fmt: skip
+    assert cli.main(["encoder", "train", "--demos", str(store), "--out", str(enc),
+                     "--no-progress", *SMALL]) == 0  # fmt: skip
+    return store, enc
+
+
+def test_encoder_train_writes_an_encoder_with_its_pictures(
+    encoder: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, enc = encoder
+    meta = json.loads((enc / "encoder.json").read_text())
+    assert meta["cameras"] == ["front", "wrist"] and meta["frame_shapes"]["front"] == [32, 32, 3]
+    assert meta["features"] == 2 * 8 * 2 and meta["goal_dim"] == 14
+    assert len(meta["history"]) == 3 and meta["history"][-1]["val_loss"] > 0
+    assert (enc / "loss.png").is_file() and (enc / "keypoints.png").is_file()
+    assert cli.main(["encoder", "train", "--demos", str(store), "--out", str(enc)]) == 2
+    assert "add --overwrite" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_run_through_the_encoder_keeps_it_and_eval_sees_its_cameras(
+    encoder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, enc = encoder
+    run = tmp_path / "run"
+    argv = ["train", "--task", "reach", "--demos", str(store), "--encoder", str(enc),
+            *PIXELS_ONLY, "--steps", "300", "--eval-every", "300", "--eval-episodes", "2",
+            "--run-dir", str(run), "--no-progress", "--loop.warmup-steps", "100",
+            "--sac.hidden-dims", "32", "32", "--sac.batch-size", "32"]  # fmt: skip
+    assert cli.main(argv) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert (
+        "cameras=('front', 'wrist')" in config["env_kwargs"]
+        and "image_size=32" in config["env_kwargs"]
+    )
+    assert json.loads((run / "encoder" / "encoder.json").read_text())["cameras"] == [
+        "front",
+        "wrist",
+    ]
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
+    assert "2 episodes: success" in capsys.readouterr().out + capsys.readouterr().err
+
+
+def test_bad_encoder_inputs_get_one_line(
+    encoder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, enc = encoder
+    base = ["train", "--steps", "10", "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    assert cli.main([*base, "--task", "reach", "--encoder", str(tmp_path)]) == 2
+    assert "is not a handrail image encoder" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "Pendulum-v1", "--encoder", str(enc)]) == 2
+    assert "Dict observation holding the cameras ['front', 'wrist']" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "reach", "--encoder", str(enc), "--record",
+                     str(tmp_path / "s")]) == 2  # fmt: skip
+    assert "--encoder with --record is not supported yet" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    out = ["encoder", "train", "--demos", str(store), "--out", str(tmp_path / "e")]
+    assert cli.main([*out, "--encoder.cameras", "top"]) == 2
+    assert "has no camera field ['top']" in capsys.readouterr().err
+    assert cli.main([*out, "--encoder.goal-key", "joints"]) == 2
+    assert "no field 'joints' for --encoder.goal-key" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
