@@ -1,7 +1,8 @@
-"""``handrail bench vision``: learning what a real arm sees. Today: a learned success reward.
+"""``handrail bench vision``: learning what a real arm sees: a learned success reward
+(``classifier`` rows) and a policy that sees the cameras, not the object (``pixels`` rows).
 
-A robot reports no success. This bench trains on a task as a user of one would, with the
-success flag replaced by a classifier on camera frames, and checks both against the
+A robot reports no success. The classifier rows train on a task as a user of one would, with
+the success flag replaced by a classifier on camera frames, and check both against the
 simulator's own success:
 
 1. ``demos`` scripted demonstrations recorded with the wrist and front cameras, each held at
@@ -16,6 +17,17 @@ simulator's own success:
    classifier did in training (``reward_classifier.json``: episodes it ended that the task
    says failed, and successes it missed).
 
+The pixel rows learn from the wrist and front cameras and ``proprio`` only (every other state
+key, the object's pose among them, left out) through a frozen encoder:
+
+5. ``demos`` scripted demonstrations with the cameras, ending at success as the task does;
+6. ``handrail encoder train`` on them and on the failures of 2 (``--encoder.goal-key proprio``:
+   the features also predict where each demonstration's arm ends up); its diagnostic: how well
+   a linear map of the features (and proprio) gives the object's position on held-out
+   demonstrations (R^2; the simulator's pose, never shown to the learner);
+7. per seed, ``handrail train --demos <5> --encoder <6> --ignore-obs-keys ...``: env steps to 90%
+   sustained by the task's success.
+
 Everything is kept in ``--out`` and reused, so the bench can be stopped and continued.
 """
 
@@ -27,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import gymnasium as gym
 import numpy as np
 import tyro
 
@@ -39,8 +52,10 @@ class BenchVisionConfig:
 
     task: str = "pick_cube"
     """A handrail arm task (its scripted expert records the episodes)."""
+    rows: tuple[str, ...] = ("classifier", "pixels")
+    """Which rows to run: classifier (a learned reward), pixels (cameras into the policy)."""
     cameras: str = "front,wrist"
-    """Cameras the classifier reads."""
+    """Cameras the classifier and the encoder read."""
     image_size: int = 64
     """Camera frames' height and width."""
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -52,7 +67,11 @@ class BenchVisionConfig:
     failure_noise: float = 0.6
     """Std of the Gaussian noise on the expert's normalised actions that makes failures."""
     steps: int = 10_000
-    """Env steps of each training run."""
+    """Env steps of each classifier-rewarded run."""
+    pixel_steps: int = 30_000
+    """Env steps of each run that learns from the cameras."""
+    encoder_steps: int = 3_000
+    """Gradient steps of the encoder."""
     eval_every: int = 1_000
     """Env steps between evaluations."""
     eval_episodes: int = 50
@@ -163,13 +182,70 @@ def prepare(cfg: BenchVisionConfig) -> dict[str, Any]:
             "threshold": meta["threshold"], "heldout": json.loads(report.read_text())}  # fmt: skip
 
 
+def prepare_pixels(cfg: BenchVisionConfig) -> dict[str, Any]:
+    """The demonstrations (ending at success), the encoder and its held-out diagnostic."""
+    demos, held = cfg.out / "pixel_demos", cfg.out / "heldout_pixel_demos"
+    for store, episodes, seed in ((demos, cfg.demos, 5_000_000), (held, 10, 6_000_000)):
+        if not store.exists():
+            _cli(["record", "--task", cfg.task, "--episodes", str(episodes), "--seed", str(seed),
+                  "--cameras", cfg.cameras, "--image-size", str(cfg.image_size), "--out",
+                  str(store)], "recording demonstrations")  # fmt: skip
+    record_failures(cfg, cfg.out / "failures", 2_000_000)
+    enc = cfg.out / "encoder"
+    if not enc.exists():
+        _cli(["encoder", "train", "--demos", str(demos), str(cfg.out / "failures"), "--out",
+              str(enc), "--encoder.goal-key", "proprio", "--encoder.steps",
+              str(cfg.encoder_steps), "--no-progress"], "training the encoder")  # fmt: skip
+    from handrail import sim
+
+    env = sim.make(cfg.task)
+    space = env.observation_space
+    assert isinstance(space, gym.spaces.Dict)  # a handrail task's
+    ignored = [k for k in space.spaces if k != "proprio"]
+    env.close()
+    return {"demos": str(demos), "encoder": str(enc), "ignored": ignored,
+            "probe": probe(enc, demos, held)}  # fmt: skip
+
+
+def probe(enc: Path, train: Path, test: Path) -> dict[str, list[float]]:
+    """Held-out R^2 per axis of the object's position from a ridge map of the features (and
+    of the features with proprio, and of proprio alone)."""
+    from handrail.demos import open_store
+    from handrail.learners.agents.encoder import ImageEncoder
+
+    encoder = ImageEncoder(enc)
+    a, b = open_store(train).load(), open_store(test).load()
+
+    def r2(x_train: np.ndarray, x_test: np.ndarray) -> list[float]:
+        y_train, y_test = a.obs["object"][:, :3], b.obs["object"][:, :3]
+        x1 = np.c_[x_train, np.ones(len(x_train))]
+        w = np.linalg.solve(x1.T @ x1 + 1e-3 * np.eye(x1.shape[1]), x1.T @ y_train)
+        pred = np.c_[x_test, np.ones(len(x_test))] @ w
+        score = 1 - ((pred - y_test) ** 2).sum(0) / ((y_test - y_test.mean(0)) ** 2).sum(0)
+        return [round(float(v), 3) for v in score]
+
+    fa, fb = encoder.features(a.obs), encoder.features(b.obs)
+    return {"features": r2(fa, fb), "features_proprio": r2(np.c_[fa, a.obs["proprio"]],
+                                                           np.c_[fb, b.obs["proprio"]]),
+            "proprio": r2(a.obs["proprio"], b.obs["proprio"])}  # fmt: skip
+
+
 def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
-    """One classifier-rewarded run per seed."""
+    """One run per seed of each row asked for."""
     runs = []
-    for seed in cfg.seeds:
+    pixels: dict[str, Any] = prepared.get("pixels") or {}
+    for seed in cfg.seeds if pixels else ():
+        folder = cfg.out / f"pixels-s{seed}"
+        argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
+                "--demos", pixels["demos"], "--encoder", pixels["encoder"], "--ignore-obs-keys",
+                *pixels["ignored"], "--eval-every", str(cfg.eval_every), "--eval-episodes",
+                str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress")  # fmt: skip
+        runs.append(Run(cfg.task, "pixels", seed, cfg.pixel_steps, folder, argv))
+    clf: dict[str, Any] = prepared.get("classifier") or {}
+    for seed in cfg.seeds if clf else ():
         folder = cfg.out / f"classifier-s{seed}"
         argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.steps), "--demos",
-                prepared["demos"], "--reward", f"classifier:{prepared['classifier']}",
+                clf["demos"], "--reward", f"classifier:{clf['classifier']}",
                 "--eval-every", str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes),
                 "--run-dir", str(folder), "--no-progress")  # fmt: skip
         runs.append(Run(cfg.task, "classifier", seed, cfg.steps, folder, argv))
@@ -180,6 +256,8 @@ def summarize(run: Run, cfg: BenchVisionConfig) -> dict[str, Any]:
     """``bench learning``'s summary, the classifier's record of the run, and when it fires on
     the final policy's episodes against the task's success (``timing.json``)."""
     row = summarize_run(run)
+    if run.learner != "classifier":
+        return row
     stats = run.folder / "reward_classifier.json"
     row["classifier"] = json.loads(stats.read_text()) if stats.is_file() else None
     timing = run.folder / "timing.json"
@@ -224,6 +302,33 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
 
 
 def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
+    """Each row's table: the pixel runs, then the classifier's scores and its runs."""
+    lines: list[str] = []
+    pixels = [r for r in rows if r["learner"] == "pixels"]
+    if "pixels" in prepared:
+        p = prepared["pixels"]["probe"]
+        lines += [
+            "| seeds | input | env steps to 90% sustained | lowest eval after | final success "
+            "(100 episodes) | training minutes |",
+            "|---|---|---|---|---|---|",
+            f"| {seed_cells([r['seed'] for r in pixels], 'd')} | cameras (frozen encoder) + "
+            f"proprio | {seed_cells([r.get('steps_to_goal') for r in pixels], ',')} | "
+            f"{seed_cells([r.get('min_after') for r in pixels], '.0%')} | "
+            f"{seed_cells([r['final']['success_rate'] for r in pixels], '.0%')} | "
+            f"{seed_cells([r['minutes'] for r in pixels], '.1f')} |",
+            "",
+            "The encoder's features against the object's position on held-out demonstrations "
+            f"(R^2 of x, y, z): features {p['features']}, features and proprio "
+            f"{p['features_proprio']}, proprio alone {p['proprio']}.",
+            "",
+        ]  # fmt: skip
+    rows = [r for r in rows if r["learner"] == "classifier"]
+    if "classifier" not in prepared:
+        return lines
+    return lines + _classifier_table(rows, prepared["classifier"])
+
+
+def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
     """The classifier's scores, then one line for the runs."""
     v, held = prepared["validation"], prepared["heldout"]
     f, e = held["frames"], held["episodes"]
@@ -264,8 +369,15 @@ def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
 
 def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
     """A learned success classifier in place of the task's reward, judged by the task."""
+    unknown = sorted(set(cfg.rows) - {"classifier", "pixels"})
+    if unknown or not cfg.rows:
+        raise ValueError(f"--rows {' '.join(cfg.rows)}: give classifier, pixels or both")
     cfg.out.mkdir(parents=True, exist_ok=True)
-    prepared = prepare(cfg)
+    prepared: dict[str, Any] = {}
+    if "pixels" in cfg.rows:
+        prepared["pixels"] = prepare_pixels(cfg)
+    if "classifier" in cfg.rows:
+        prepared["classifier"] = prepare(cfg)
     runs = plan(cfg, prepared)
     if not cfg.report_only:
         execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench vision")
