@@ -34,6 +34,7 @@ Everything is kept in ``--out`` and reused, so the bench can be stopped and cont
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -72,6 +73,8 @@ class BenchVisionConfig:
     """Env steps of each run that learns from the cameras."""
     encoder_steps: int = 3_000
     """Gradient steps of the encoder."""
+    encoder_args: str = "--encoder.goal-key proprio"
+    """More ``handrail encoder train`` options for the pixel rows' encoder, one string."""
     eval_every: int = 1_000
     """Env steps between evaluations."""
     eval_episodes: int = 50
@@ -86,6 +89,8 @@ class BenchVisionConfig:
     """Rerun runs that already finished."""
     report_only: bool = False
     """Start nothing: tabulate what is there."""
+    prepare_only: bool = False
+    """Record, train the classifier or encoder and score it held out; start no training run."""
 
 
 def _cli(argv: list[str], what: str) -> None:
@@ -115,7 +120,7 @@ def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
     from handrail.demos import open_store
     from handrail.demos.ops import filter_store
     from handrail.demos.recorder import EpisodeRecorder
-    from handrail.launch.commands.record import RecordConfig, _open_record_writer
+    from handrail.launch.commands.record import RecordConfig, open_record_writer
     from handrail.learners.actor import Actor
     from handrail.learners.specs import ActionSpec
 
@@ -138,7 +143,7 @@ def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
     tries = out.with_name(out.name + "-tries")
     record_cfg = RecordConfig(task=cfg.task, out=str(tries), cameras=cfg.cameras,
                               image_size=cfg.image_size, overwrite=True)  # fmt: skip
-    with EpisodeRecorder(_open_record_writer(record_cfg, env), task=cfg.task) as recorder:
+    with EpisodeRecorder(open_record_writer(record_cfg, env), task=cfg.task) as recorder:
         actor = Actor(env, lambda obs: policy["on"](obs), seed=seed, sinks=[recorder],
                       acted_by=ActedBy.SCRIPTED)  # fmt: skip
         failed = 0
@@ -194,8 +199,8 @@ def prepare_pixels(cfg: BenchVisionConfig) -> dict[str, Any]:
     enc = cfg.out / "encoder"
     if not enc.exists():
         _cli(["encoder", "train", "--demos", str(demos), str(cfg.out / "failures"), "--out",
-              str(enc), "--encoder.goal-key", "proprio", "--encoder.steps",
-              str(cfg.encoder_steps), "--no-progress"], "training the encoder")  # fmt: skip
+              str(enc), "--encoder.steps", str(cfg.encoder_steps), *shlex.split(cfg.encoder_args),
+              "--no-progress"], "training the encoder")  # fmt: skip
     from handrail import sim
 
     env = sim.make(cfg.task)
@@ -378,7 +383,7 @@ def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> i
         prepared["pixels"] = prepare_pixels(cfg)
     if "classifier" in cfg.rows:
         prepared["classifier"] = prepare(cfg)
-    runs = plan(cfg, prepared)
+    runs = [] if cfg.prepare_only else plan(cfg, prepared)
     if not cfg.report_only:
         execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench vision")
     rows = [summarize(r, cfg) for r in runs if r.done]

@@ -65,7 +65,10 @@ class RecordConfig:
         return tuple(c.strip() for c in self.cameras.split(",") if c.strip())
 
 
-def _open_record_writer(cfg: RecordConfig, env: Any) -> Any:
+def open_record_writer(cfg: RecordConfig, env: Any) -> Any:
+    """The store writer of ``handrail record`` for ``env``'s fields: a new store at ``cfg.out``
+    (or the one it appends to), as the command checks and opens it (the benchmarks record
+    their own policies' episodes through it)."""
     from handrail.demos import create_store, open_store, open_writer
     from handrail.demos.format import check_fields
 
@@ -101,7 +104,7 @@ def _record(cfg: RecordConfig) -> int:
         return _record_person(cfg, env)
     expert = sim.make_expert(cfg.task, env)
     try:
-        with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
+        with EpisodeRecorder(open_record_writer(cfg, env), task=cfg.task) as recorder:
             actor = Actor(env, expert, seed=cfg.seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
             try:
                 stats = actor.run_episodes(cfg.episodes, progress=f"record {cfg.task}")
@@ -129,7 +132,7 @@ def _record_person(cfg: RecordConfig, env: Any) -> int:
     still = np.zeros(env.action_space.shape, env.action_space.dtype)  # if the person lets go
     kept, successes = 0, 0
     try:
-        with EpisodeRecorder(_open_record_writer(cfg, env), task=cfg.task) as recorder:
+        with EpisodeRecorder(open_record_writer(cfg, env), task=cfg.task) as recorder:
             actor = Actor(wrapped, lambda obs: still, seed=cfg.seed,
                           sinks=[KeepOrDiscard(recorder, wrapped)])  # fmt: skip
             try:

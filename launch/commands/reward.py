@@ -161,14 +161,12 @@ def evaluate(cmd: Annotated[RewardEval, tyro.conf.arg(name="")]) -> int:
 
 def _state(dataset: Any, clf: Any) -> dict[str, Any]:
     """The dataset's state columns split back into the classifier's state keys."""
-    import math
+    if not clf.state_keys:
+        return {}
+    from handrail.learners.specs import ObsSpec
 
-    out, start = {}, 0
-    for key in clf.state_keys:
-        width = math.prod(clf.state_shapes[key])
-        out[key] = dataset.state[:, start : start + width]
-        start += width
-    return out
+    spec = ObsSpec(clf.state_keys, tuple(clf.state_shapes[k] for k in clf.state_keys))
+    return {key: dataset.state[:, cols] for key, cols in spec.slices()}
 
 
 def _episode_scores(dataset: Any, fired: Any) -> dict[str, int]:
