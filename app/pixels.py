@@ -38,18 +38,25 @@ def load_encoder(cfg: TrainConfig) -> Any:
             f"--encoder with {', '.join(bad)} is not supported yet: train with the encoder in one "
             "process, without recording or a residual base"
         )
+    return load(cfg.encoder)
+
+
+def load(path: Path | None) -> Any:
+    """The image encoder at ``path`` (None for None), or a one-line ValueError."""
+    if path is None:
+        return None
     from handrail.learners.agents.encoder import ImageEncoder
 
     try:
-        return ImageEncoder(cfg.encoder)
+        return ImageEncoder(path)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"--encoder {cfg.encoder}: {exc}") from exc
+        raise ValueError(f"--encoder {path}: {exc}") from exc
 
 
-def env_kwargs(cfg: TrainConfig, kwargs: dict[str, Any], encoder: Any) -> dict[str, Any]:
+def env_kwargs(task: str, kwargs: dict[str, Any], encoder: Any) -> dict[str, Any]:
     """``kwargs`` with, on a handrail task, the encoder's cameras at its frames' size (the
     run's own ``--env-kwargs`` win)."""
-    if encoder is None or cfg.task not in HANDRAIL_TASKS:
+    if encoder is None or task not in HANDRAIL_TASKS:
         return kwargs
     kwargs = dict(kwargs)
     cameras = tuple(kwargs.get("cameras", ()))

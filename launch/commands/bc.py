@@ -46,6 +46,9 @@ class BCCommand:
     give the option with no key to keep every key). With few demos, cloning only the relative
     keys generalises far better: on peg_insert the preset's ``proprio peg hole`` keeps
     ``entry_from_tip_dm`` and ``hole_yaw_from_peg_rad``."""
+    encoder: Path | None = None
+    """A frozen image encoder (``handrail encoder train``) the policy sees the store's cameras
+    through, as ``handrail train --encoder`` (the run keeps a copy)."""
     eval_episodes: int = 50
     """Episodes of the final evaluation on the task (0: none)."""
     success_key: str = "success"
@@ -103,6 +106,7 @@ def bc(cmd: BCCommand) -> int:
     import dataclasses
 
     import handrail.demos
+    from handrail.app import pixels
     from handrail.app.config import format_env_kwargs, preset
     from handrail.app.envs import make_env
     from handrail.demos.errors import StoreError
@@ -113,6 +117,7 @@ def bc(cmd: BCCommand) -> int:
     from handrail.learners.specs import ActionSpec, ObsSpec
 
     config = dataclasses.replace(cmd.bc, seed=cmd.seed)
+    encoder = pixels.load(cmd.encoder)
     try:
         reader = handrail.demos.open_store(cmd.demos)
         task = cmd.task or str(reader.attrs.get("task") or "")
@@ -125,8 +130,9 @@ def bc(cmd: BCCommand) -> int:
         ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         require_finite(reader, ids)  # nan or inf: named now, not by a loss later
         data = reader.load(episodes=ids)
-        env_settings = preset(task).env  # the task's, as train and eval use them
-        env = make_env(task, **env_settings)
+        env_settings = pixels.env_kwargs(task, preset(task).env, encoder)  # as train and eval
+        env = pixels.wrap(make_env(task, **env_settings), encoder)
+        data = pixels.encode_demos(data, encoder)
     except (StoreError, ValueError) as exc:
         raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
     try:
@@ -152,7 +158,9 @@ def bc(cmd: BCCommand) -> int:
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
                           "acted_by": list(cmd.acted_by), "success_key": cmd.success_key,
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
-                          "env_kwargs": list(format_env_kwargs(env_settings))})  # fmt: skip
+                          "env_kwargs": list(format_env_kwargs(env_settings)),
+                          "encoder": None if cmd.encoder is None else str(cmd.encoder)})  # fmt: skip
+        pixels.keep_copy(run_path, encoder)
 
         def log(record: dict[str, Any]) -> None:
             run.log("bc", record["step"], {k: v for k, v in record.items() if k != "step"})

@@ -69,6 +69,21 @@ def test_a_run_through_the_encoder_keeps_it_and_eval_sees_its_cameras(
     assert "2 episodes: success" in capsys.readouterr().out + capsys.readouterr().err
 
 
+def test_bc_learns_through_the_encoder_and_evaluates_on_the_cameras(
+    encoder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, enc = encoder
+    run = tmp_path / "bc"
+    assert cli.main(["bc", "--demos", str(store), "--encoder", str(enc), *PIXELS_ONLY,
+                     "--bc.steps", "100", "--bc.hidden-dims", "32", "32", "--eval-episodes",
+                     "2", "--run-dir", str(run), "--no-progress"]) == 0  # fmt: skip
+    assert (run / "encoder" / "encoder.json").is_file()
+    config = json.loads((run / "config.json").read_text())
+    assert config["encoder"] == str(enc) and "image_size=32" in config["env_kwargs"]
+    assert json.loads((run / "eval.json").read_text())["eval"]["episodes"] == 2
+    assert "2 episodes: success" in capsys.readouterr().err
+
+
 def test_bad_encoder_inputs_get_one_line(
     encoder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,6 +97,10 @@ def test_bad_encoder_inputs_get_one_line(
                      str(tmp_path / "s")]) == 2  # fmt: skip
     assert "--encoder with --record is not supported yet" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+    assert cli.main(["bc", "--demos", str(store), "--encoder", str(tmp_path), "--run-dir",
+                     str(tmp_path / "b")]) == 2  # fmt: skip
+    assert "is not a handrail image encoder" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
     out = ["encoder", "train", "--demos", str(store), "--out", str(tmp_path / "e")]
     assert cli.main([*out, "--encoder.cameras", "top"]) == 2
     assert "has no camera field ['top']" in capsys.readouterr().err
