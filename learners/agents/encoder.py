@@ -559,6 +559,13 @@ def encoded_policy(
     cameras themselves."""
 
     def act(obs: Mapping[str, Any]) -> Any:
+        if not isinstance(obs, Mapping) or any(c not in obs for c in encoder.cameras):
+            have = sorted(obs) if isinstance(obs, Mapping) else f"an array {np.shape(obs)}"
+            raise ValueError(
+                f"this policy sees cameras {list(encoder.cameras)} through its encoder "
+                f"{encoder.path}, but its observation has {have}: render those cameras "
+                "(--env-kwargs cameras=... image_size=...)"
+            )
         return policy(encode_observation(encoder, obs))
 
     return act

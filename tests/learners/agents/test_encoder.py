@@ -192,6 +192,8 @@ def test_the_env_and_the_episodes_get_the_same_features(trained: tuple[Path, Pat
     act = encoded_policy(lambda o: seen.append(sorted(o)) or 0, encoder)
     act(raw)
     assert seen == [sorted(["pos", FEATURES_KEY])]
+    with pytest.raises(ValueError, match=r"sees cameras \['front'\].*has \['pos'\]: render"):
+        act({"pos": raw["pos"]})
     stripped = dataclasses.replace(data, obs={"pos": data.obs["pos"]})
     with pytest.raises(ValueError, match=r"the demonstrations lacks \['front'\]"):
         encode_episodes(stripped, encoder)
