@@ -372,6 +372,32 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
     return lines
 
 
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Success by the task's flag against env steps, every run (one colour per row)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.subplots()
+    labels = {"pixels": "cameras (frozen encoder) + proprio, task reward",
+              "classifier": "state, classifier reward"}  # fmt: skip
+    for color, kind in zip(("C0", "C3"), labels, strict=True):
+        group = [r for r in rows if r["learner"] == kind]
+        for i, r in enumerate(group):
+            ax.plot([p[0] / 1e3 for p in r["curve"]], [p[2] for p in r["curve"]], color=color,
+                    lw=1, alpha=0.8, label=labels[kind] if i == 0 else None)  # fmt: skip
+    ax.axhline(0.9, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("env steps (thousands)")
+    ax.set_ylabel("eval success (task's flag, 50 episodes)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("handrail bench vision: every seed")
+    fig.savefig(path, dpi=80)
+
+
 def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
     """A learned success classifier in place of the task's reward, judged by the task."""
     unknown = sorted(set(cfg.rows) - {"classifier", "pixels"})
@@ -391,6 +417,8 @@ def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> i
     (cfg.out / "bench_vision.json").write_text(json.dumps(
         {"config": asdict(cfg), "prepared": prepared, "rows": rows}, default=str, indent=1))  # fmt: skip
     (cfg.out / "bench_vision.md").write_text("\n".join(lines) + "\n")
+    if rows:
+        plot(rows, cfg.out / "bench_vision.png")
     print("\n".join(lines))
     failed = [] if cfg.report_only else [str(r.folder) for r in runs if not r.done]
     if failed:
