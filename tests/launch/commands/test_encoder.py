@@ -24,7 +24,7 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """reach demos with two cameras, and a tiny encoder trained on them."""
     root = tmp_path_factory.mktemp("encoder")
     store, enc = root / "demos", root / "enc"
-    assert cli.main(["record", "--task", "reach", "--episodes", "12", "--cameras", "front,wrist",
+    assert cli.main(["record", "--task", "reach", "--episodes", "8", "--cameras", "front,wrist",
                      "--image-size", str(SIZE), "--out", str(store)]) == 0  # fmt: skip
     assert cli.main(["encoder", "train", "--demos", str(store), "--out", str(enc),
                      "--no-progress", *SMALL]) == 0  # fmt: skip
@@ -51,7 +51,7 @@ def test_a_run_through_the_encoder_keeps_it_and_eval_sees_its_cameras(
     store, enc = encoder
     run = tmp_path / "run"
     argv = ["train", "--task", "reach", "--demos", str(store), "--encoder", str(enc),
-            *PIXELS_ONLY, "--steps", "300", "--eval-every", "300", "--eval-episodes", "2",
+            *PIXELS_ONLY, "--steps", "200", "--eval-every", "200", "--eval-episodes", "2",
             "--run-dir", str(run), "--no-progress", "--loop.warmup-steps", "100",
             "--sac.hidden-dims", "32", "32", "--sac.batch-size", "32"]  # fmt: skip
     assert cli.main(argv) == 0
