@@ -6,9 +6,17 @@ and become floats in [0, 1] only inside the jitted function that encodes them
 (:func:`resize`), never inside an update. Training augments with a random shift per sample
 (:func:`random_shift`: DrQ, Kostrikov et al. 2020; pad by replicating the border, then crop back
 at a random offset); evaluation never does.
+
+The camera models trained on frames (the success classifier, the image encoder) share how
+their folder's JSON record is read and checked (:func:`read_model_meta`) and their training's
+progress bar (:func:`progress_bar`).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +24,7 @@ import numpy as np
 
 from handrail.control.spaces import is_image
 
-__all__ = ["check_frames", "random_shift", "resize", "to_unit"]
+__all__ = ["check_frames", "progress_bar", "random_shift", "read_model_meta", "resize", "to_unit"]
 
 
 def check_frames(name: str, frames: np.ndarray, per_step: int = 3) -> None:
@@ -71,3 +79,32 @@ def random_shift(frames: jax.Array, key: jax.Array, pad: int = 4) -> jax.Array:
         return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
 
     return jax.vmap(crop)(padded, offsets)
+
+
+def read_model_meta(
+    path: Path, meta_file: str, *, kind: str, version: int, what: str, short: str, make: str
+) -> dict[str, Any]:
+    """The JSON record ``meta_file`` of a camera model's folder ``path``.
+
+    Raises:
+        ValueError: there is no record (naming ``what`` the folder should hold and the command
+            ``make`` that makes one), or it is not a ``kind`` of format ``version``.
+    """
+    meta_path = path / meta_file
+    if not meta_path.is_file():
+        raise ValueError(
+            f"{path} is not a handrail {what} (no {meta_file}); train one with `{make}`"
+        )
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
+    if meta.get("kind") != kind or meta.get("format_version") != version:
+        raise ValueError(f"{path}: {meta_file} is not a version-{version} {short}")
+    return meta
+
+
+def progress_bar(show: bool, total: int, desc: str) -> Any:
+    """A tqdm bar of ``total`` steps, or None when ``show`` is off."""
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step")

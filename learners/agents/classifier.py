@@ -39,7 +39,14 @@ import optax
 
 from handrail.learners.agents.bc import split_episodes
 from handrail.learners.agents.networks import MLP, ConvEncoder
-from handrail.learners.images import check_frames, random_shift, resize, to_unit
+from handrail.learners.images import (
+    check_frames,
+    progress_bar,
+    random_shift,
+    read_model_meta,
+    resize,
+    to_unit,
+)
 
 PARAMS_FILE = "classifier.msgpack"
 """The classifier's params."""
@@ -433,7 +440,7 @@ def train_classifier(
     best, best_val = params, math.inf
     history: list[dict[str, float]] = []
     blocks = math.ceil(config.steps / config.eval_every)
-    bar = _progress(progress, blocks * config.eval_every)
+    bar = progress_bar(progress, blocks * config.eval_every, "handrail reward train")
     for i in range(blocks):
         key, sub = jax.random.split(key)
         params, opt, train_loss = block(params, opt, sub)
@@ -462,14 +469,6 @@ def _balanced_bce(prob: np.ndarray, label: np.ndarray) -> float:
     """Mean cross-entropy of the success frames and of the failures, averaged."""
     p = np.clip(prob.astype(np.float64), 1e-7, 1 - 1e-7)
     return float(0.5 * np.mean(-np.log(p[label])) + 0.5 * np.mean(-np.log(1 - p[~label])))
-
-
-def _progress(show: bool, total: int) -> Any:
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="handrail reward train", unit="step")
 
 
 def save_classifier(
@@ -504,15 +503,9 @@ class SuccessClassifier:
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
-        meta_file = path / META_FILE
-        if not meta_file.is_file():
-            raise ValueError(
-                f"{path} is not a handrail success classifier (no {META_FILE}); train one with "
-                "`handrail reward train --demos STORE --out PATH`"
-            )
-        meta = json.loads(meta_file.read_text())
-        if meta.get("kind") != "success_classifier" or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: {META_FILE} is not a version-{FORMAT_VERSION} classifier")
+        meta = read_model_meta(path, META_FILE, kind="success_classifier", version=FORMAT_VERSION,
+                               what="success classifier", short="classifier",
+                               make="handrail reward train --demos STORE --out PATH")  # fmt: skip
         self.path = path
         self.meta = meta
         self.config = ClassifierConfig.from_json(meta["config"])

@@ -38,7 +38,7 @@ import numpy as np
 import optax
 
 from handrail.learners.agents.networks import MLP
-from handrail.learners.images import check_frames, resize, to_unit
+from handrail.learners.images import check_frames, progress_bar, read_model_meta, resize, to_unit
 
 FEATURES_KEY = "camera_features"
 """The observation key that replaces the cameras."""
@@ -376,7 +376,7 @@ def train_encoder(
     opt = tx.init(params)
     best, best_val = params, math.inf
     history: list[dict[str, float]] = []
-    bar = _progress(progress, config.steps)
+    bar = progress_bar(progress, config.steps, "handrail encoder train")
     done = 0
     while done < config.steps:
         n = min(config.eval_every, config.steps - done)
@@ -400,14 +400,6 @@ def train_encoder(
     counts = {"frames": len(data.episode), "train_frames": len(train_rows),
               "val_frames": len(val_rows), "episodes": len(ids)}  # fmt: skip
     return EncoderResult(jax.device_get(best), history, mean, std, counts)
-
-
-def _progress(show: bool, total: int) -> Any:
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="handrail encoder train", unit="step")
 
 
 def save_encoder(
@@ -441,15 +433,9 @@ class ImageEncoder:
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
-        meta_file = path / META_FILE
-        if not meta_file.is_file():
-            raise ValueError(
-                f"{path} is not a handrail image encoder (no {META_FILE}); train one with "
-                "`handrail encoder train --demos STORE --out PATH`"
-            )
-        meta = json.loads(meta_file.read_text())
-        if meta.get("kind") != "image_encoder" or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: {META_FILE} is not a version-{FORMAT_VERSION} encoder")
+        meta = read_model_meta(path, META_FILE, kind="image_encoder", version=FORMAT_VERSION,
+                               what="image encoder", short="encoder",
+                               make="handrail encoder train --demos STORE --out PATH")  # fmt: skip
         self.path = path
         self.meta = meta
         self.config = EncoderConfig.from_json(meta["config"])
