@@ -98,6 +98,21 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def with_cameras(task: str, kwargs: dict[str, Any], model: Any) -> dict[str, Any]:
+    """``kwargs`` with, on a handrail task, the cameras a camera model reads (a success
+    classifier, an image encoder: its ``cameras`` and ``frame_shapes``) at its frames' size;
+    the run's own ``--env-kwargs`` win. ``kwargs`` itself without a model or on other envs."""
+    if model is None or task not in HANDRAIL_TASKS:
+        return kwargs
+    kwargs = dict(kwargs)
+    cameras = tuple(kwargs.get("cameras", ()))
+    kwargs["cameras"] = cameras + tuple(c for c in model.cameras if c not in cameras)
+    sizes = {shape[0] for shape in model.frame_shapes.values()}
+    if "image_size" not in kwargs and len(sizes) == 1:
+        kwargs["image_size"] = sizes.pop()
+    return kwargs
+
+
 def parse_env_kwargs(items: Iterable[str], task: str | None = None) -> dict[str, Any]:
     """``("reward=dense", "episode_steps=50")`` -> ``{"reward": "dense", "episode_steps": 50}``.
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from handrail.app.config import TrainConfig
-from handrail.app.envs import HANDRAIL_TASKS
 
 
 def load_encoder(cfg: TrainConfig) -> Any:
@@ -51,20 +50,6 @@ def load(path: Path | None) -> Any:
         return ImageEncoder(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"--encoder {path}: {exc}") from exc
-
-
-def env_kwargs(task: str, kwargs: dict[str, Any], encoder: Any) -> dict[str, Any]:
-    """``kwargs`` with, on a handrail task, the encoder's cameras at its frames' size (the
-    run's own ``--env-kwargs`` win)."""
-    if encoder is None or task not in HANDRAIL_TASKS:
-        return kwargs
-    kwargs = dict(kwargs)
-    cameras = tuple(kwargs.get("cameras", ()))
-    kwargs["cameras"] = cameras + tuple(c for c in encoder.cameras if c not in cameras)
-    sizes = {shape[0] for shape in encoder.frame_shapes.values()}
-    if "image_size" not in kwargs and len(sizes) == 1:
-        kwargs["image_size"] = sizes.pop()
-    return kwargs
 
 
 def wrap(env: Any, encoder: Any) -> Any:

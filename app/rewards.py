@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from handrail.app.config import TrainConfig
-from handrail.app.envs import HANDRAIL_TASKS
+from handrail.app.envs import HANDRAIL_TASKS, with_cameras
 
 CLASSIFIER_PREFIX = "classifier:"
 """``--reward classifier:PATH``."""
@@ -52,11 +52,7 @@ def env_kwargs(cfg: TrainConfig, classifier: Any) -> dict[str, Any]:
     kwargs = dict(cfg.env)
     if classifier is None or cfg.task not in HANDRAIL_TASKS:
         return kwargs
-    cameras = tuple(kwargs.get("cameras", ()))
-    kwargs["cameras"] = cameras + tuple(c for c in classifier.cameras if c not in cameras)
-    sizes = {shape[0] for shape in classifier.frame_shapes.values()}
-    if "image_size" not in kwargs and len(sizes) == 1:
-        kwargs["image_size"] = sizes.pop()
+    kwargs = with_cameras(cfg.task, kwargs, classifier)
     kwargs.setdefault("terminate_on_success", False)
     return kwargs
 

@@ -34,7 +34,7 @@ from handrail.app.config import (
     format_env_kwargs,
     preset,
 )
-from handrail.app.envs import learner_specs, make_env
+from handrail.app.envs import learner_specs, make_env, with_cameras
 from handrail.app.runs import (
     exists_message,
     kept_checkpoint,
@@ -125,7 +125,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
     # The encoder's cameras are the run's own env settings (config.json): whatever loads its
     # policy later must render them.
     cfg = dataclasses.replace(
-        cfg, env_kwargs=format_env_kwargs(pixels.env_kwargs(cfg.task, cfg.env, encoder))
+        cfg, env_kwargs=format_env_kwargs(with_cameras(cfg.task, cfg.env, encoder))
     )
     env_kwargs = rewards.env_kwargs(cfg, classifier)
     env = rewards.with_classifier(cfg, make_env(cfg.task, **env_kwargs), classifier,

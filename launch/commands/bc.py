@@ -108,7 +108,7 @@ def bc(cmd: BCCommand) -> int:
     import handrail.demos
     from handrail.app import pixels
     from handrail.app.config import format_env_kwargs, preset
-    from handrail.app.envs import make_env
+    from handrail.app.envs import make_env, with_cameras
     from handrail.demos.errors import StoreError
     from handrail.demos.finite import require_finite
     from handrail.learners.checkpoint import write_checkpoint_dir
@@ -130,7 +130,7 @@ def bc(cmd: BCCommand) -> int:
         ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         require_finite(reader, ids)  # nan or inf: named now, not by a loss later
         data = reader.load(episodes=ids)
-        env_settings = pixels.env_kwargs(task, preset(task).env, encoder)  # as train and eval
+        env_settings = with_cameras(task, preset(task).env, encoder)  # as train and eval
         env = pixels.wrap(make_env(task, **env_settings), encoder)
         data = pixels.encode_demos(data, encoder)
     except (StoreError, ValueError) as exc:
