@@ -211,7 +211,9 @@ print(json.dumps(results))
 
 def test_a_stale_observation_holds_the_arm_and_names_the_topic(ros):
     # RosArmEnv on the wall clock against sim_robot; sim_robot is then frozen (SIGSTOP), so no
-    # message is newer than the 0.2 s limit at the end of the next step.
+    # message is newer than the age limit at the end of the next step. The limit is 1 s, not the
+    # 0.2 s default: beside CI's other worker, sim_robot's messages were once 0.24 s old while it
+    # ran (the check was right; the test's margin was not).
     out = ros(
         r"""
 import json, os, signal, subprocess, sys, time
@@ -225,13 +227,13 @@ rclpy.init()
 client = Node("client")
 targets = []
 client.create_subscription(PoseStamped, "cmd/target_pose", lambda m: targets.append(m), 10)
-env = RosArmEnv("pick_cube", RosEnvConfig(reset_service=""))
+env = RosArmEnv("pick_cube", RosEnvConfig(reset_service="", max_obs_age_s=1.0))
 obs, _ = env.reset()
 action = np.zeros(env.action_space.shape, np.float32)
 action[2] = 1.0  # up, so a held arm differs from the last commanded target
 ages = [env.step(action)[4]["timing"]["obs_age_s"] for _ in range(3)]
 os.kill(robot.pid, signal.SIGSTOP)
-time.sleep(0.3)
+time.sleep(1.2)
 with env._lock:
     measured = env._latest["ee_pose"][0].pose.position
 try:
@@ -251,9 +253,9 @@ print(json.dumps({"ages": ages, "error": error, "held": [last.x - measured.x, la
                   last.z - measured.z], "commands": len(targets)}))
 """
     )
-    assert all(0 <= a < 0.2 for a in out["ages"]), out["ages"]  # fresh while sim_robot ran
+    assert all(0 <= a < 1.0 for a in out["ages"]), out["ages"]  # fresh while sim_robot ran
     err = out["error"]
-    assert err is not None and err.startswith("stale observation (limit 0.2 s): "), err
+    assert err is not None and err.startswith("stale observation (limit 1.0 s): "), err
     for topic in ("ee_pose", "ee_twist", "gripper_state", "objects/cube/pose"):
         assert topic in err
     assert err.endswith("the arm is held at its measured pose"), err
