@@ -426,6 +426,11 @@ def check_task_options(config: TrainConfig) -> None:
         raise ValueError("--residual-on needs --sac.residual-scale > 0 (the preset's is 0.1)")
     if config.residual_on is None and config.sac.residual_scale > 0:
         raise ValueError("--sac.residual-scale > 0 needs a base policy: give --residual-on BASE")
+    if config.residual_on is None and config.sac.residual_q_filter != "off":
+        raise ValueError(
+            f"--sac.residual-q-filter {config.sac.residual_q_filter} needs a base policy to fall "
+            "back on: give --residual-on BASE, or leave the filter off"
+        )
     if config.expert_demos and config.task not in HANDRAIL_TASKS:
         raise ValueError(
             f"--expert-demos needs a handrail task {HANDRAIL_TASKS} (they have scripted "

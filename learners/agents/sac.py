@@ -100,6 +100,16 @@ class SACConfig:
     TD3+BC-scaled like ``bc_weight`` (0 = off): the correction stays near zero where the critics
     give no consistent reason to move it, so the residual does not drift the base off course
     while its critics are still learning."""
+    residual_q_filter: Literal["off", "deploy", "always"] = "off"
+    """Residual RL: a Q-filter on the executed action. Where not every critic of the ensemble
+    rates base + correction above the base's own action, the base's action runs instead, so a
+    correction the critics are unsure of never reaches the arm. ``deploy``: the deterministic
+    policy (evaluation, ``handrail eval``, ``actor_node``); ``always``: the training policy too
+    (its exploration then stays where the critics see a gain). Without a residual
+    (``residual_scale`` 0) there is no base to fall back on, and no filter."""
+    residual_q_margin: float = 0.0
+    """Residual RL with a Q-filter: how much every critic must rate the correction above the
+    base's action (in Q, returns of the task's reward) for it to run."""
     actor_delay_blocks: int = 0
     """Update blocks with critic steps only before the actor (and temperature) start learning
     (a residual's critic learns the base policy's values first)."""
@@ -129,6 +139,8 @@ class SACConfig:
             "residual_scale": 0.0 <= self.residual_scale <= 2.0,
             "residual_penalty": self.residual_penalty >= 0.0
             and (self.residual_penalty == 0.0 or self.residual_scale > 0.0),
+            "residual_q_filter": self.residual_q_filter in ("off", "deploy", "always"),
+            "residual_q_margin": self.residual_q_margin >= 0.0,
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
             "late_entropy_blocks": self.late_entropy_blocks >= 0,
         }
@@ -140,7 +152,8 @@ class SACConfig:
                 "num_critics, positive rates, gamma in [0, 1], tau in (0, 1], utd/batch_size/"
                 "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
-                "residual_penalty >= 0 and only with residual_scale > 0, actor_delay_blocks and "
+                "residual_penalty >= 0 and only with residual_scale > 0, residual_q_filter off, "
+                "deploy or always, residual_q_margin >= 0, actor_delay_blocks and "
                 "late_entropy_blocks >= 0)"
             )
 
@@ -249,6 +262,7 @@ class SAC:
         self.pairs: obs_norm.Pairs = tuple((int(i), int(j)) for i, j in pairs)
         self.input_spec = obs_norm.input_spec(obs_spec, self.pairs)
         self.residual = config.residual_scale > 0.0
+        self.q_filtered = config.residual_q_filter if self.residual else "off"
         self.base_columns, self.critic_columns = _residual_columns(obs_spec, action_spec, config)
         if self.critic_columns is not None and self.pairs:  # the differences come after
             extra = np.arange(obs_spec.dim, self.input_spec.dim)
@@ -445,7 +459,12 @@ class SAC:
             temperature_opt_state=t_opt,
             step=state.step + 1,
         )
-        return new, {**metrics, **t_metrics}
+        metrics = {**metrics, **t_metrics}
+        if self.q_filtered != "off":  # the share of rows the filter would pass
+            mode = self.mode_fn(state.actor_params, batch.obs)
+            keep = self.q_filter(state.critic_params, batch.obs, mode)[1]
+            metrics["actor/q_filter_keep"] = jnp.mean(keep.astype(jnp.float32))
+        return new, metrics
 
     def _critic_block(
         self, state: SACState, batch: Batch, key: jax.Array
@@ -543,11 +562,14 @@ class SAC:
         return batch._replace(obs=self.inputs(state.obs_norm, batch.obs),
                               next_obs=self.inputs(state.obs_norm, batch.next_obs))  # fmt: skip
 
-    @staticmethod
-    def policy_params(state: SACState) -> dict[str, Any]:
-        """What a policy needs of the state: the actor's params and the normalisation (the
-        params a learner publishes, a checkpoint's policy runs on, :meth:`make_policy` takes)."""
-        return {"actor": state.actor_params, "obs_norm": state.obs_norm}
+    def policy_params(self, state: SACState) -> dict[str, Any]:
+        """What a policy needs of the state: the actor's params and the normalisation, and the
+        critics' when a Q-filter ranks the actions (the params a learner publishes, a
+        checkpoint's policy runs on, :meth:`make_policy` takes)."""
+        params = {"actor": state.actor_params, "obs_norm": state.obs_norm}
+        if self.q_filtered != "off":
+            params["critic"] = state.critic_params
+        return params
 
     def act_fn(
         self, params: dict[str, Any], obs: jax.Array, key: jax.Array, deterministic: bool
@@ -555,8 +577,22 @@ class SAC:
         """Un-jitted action of :meth:`policy_params` on raw flat observations."""
         obs = self.inputs(params["obs_norm"], obs)
         if deterministic:
-            return self.mode_fn(params["actor"], obs)
-        return self.policy_fn(params["actor"], obs, key)[0]
+            action = self.mode_fn(params["actor"], obs)
+        else:
+            action = self.policy_fn(params["actor"], obs, key)[0]
+        if self.q_filtered == "always" or (self.q_filtered == "deploy" and deterministic):
+            action = self.q_filter(params["critic"], obs, action)[0]
+        return action
+
+    def q_filter(
+        self, critic_params: Any, obs: jax.Array, action: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        """A residual's ``action`` where every critic rates it above the base's own action on
+        the (network-input) ``obs``, else the base's action; and where ``action`` was kept."""
+        base = self.base_action(obs)
+        gain = self.critic_fn(critic_params, obs, action) - self.critic_fn(critic_params, obs, base)
+        keep = jnp.min(gain, axis=0) > self.config.residual_q_margin
+        return jnp.where(keep[..., None], action, base), keep
 
     def act(
         self, state: SACState, obs_flat: np.ndarray, key: jax.Array, deterministic: bool = False

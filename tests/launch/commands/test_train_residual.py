@@ -140,6 +140,7 @@ def test_residual_preset_and_demos_relabelled(tmp_path: Path, recorded: Path) ->
         (["--residual-on", "handrail_no_such_module:policy"], "cannot import"),
         (["--residual-on", "expert", "--sac.residual-scale", "0"], "residual-scale > 0"),
         (["--task", "Pendulum-v1", "--residual-on", "expert"], "needs a handrail task"),
+        (["--sac.residual-q-filter", "deploy"], "needs a base policy to fall back on"),
     ],
 )
 def test_bad_base_specs_are_one_line_errors_that_create_nothing(

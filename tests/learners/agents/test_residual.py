@@ -361,6 +361,56 @@ def test_residual_learning_beats_its_base_on_the_point_task() -> None:
     assert alone < 0.2 and learned > 0.8, (alone, learned)
 
 
+@pytest.mark.parametrize("mode", ["deploy", "always"])
+def test_the_q_filter_runs_the_correction_only_where_every_critic_prefers_it(mode: str) -> None:
+    sac = residual_sac(algorithm="td3", residual_q_filter=mode)
+    state = sac.init(jax.random.PRNGKey(4))
+    # a saturated correction, so that composed and base actions differ on every row
+    state = state.replace(actor_params=jax.tree_util.tree_map(lambda p: p + 3.0,
+                                                              state.actor_params))  # fmt: skip
+    params = sac.policy_params(state)
+    assert set(params) == {"actor", "obs_norm", "critic"}
+    obs = jnp.asarray(np.random.default_rng(5).uniform(-0.8, 0.8, (256, sac.obs_spec.dim)),
+                      jnp.float32)  # fmt: skip
+    base = np.asarray(sac.base_action(obs))
+    for deterministic in (True, False):
+        key = jax.random.PRNGKey(6)
+        raw = np.asarray(sac.mode_fn(state.actor_params, obs) if deterministic
+                         else sac.policy_fn(state.actor_params, obs, key)[0])  # fmt: skip
+        gain = np.asarray(sac.critic_fn(state.critic_params, obs, jnp.asarray(raw))
+                          - sac.critic_fn(state.critic_params, obs, jnp.asarray(base)))  # fmt: skip
+        keep = gain.min(axis=0) > 0
+        acted = np.asarray(sac.act_fn(params, obs, key, deterministic))
+        if mode == "deploy" and not deterministic:  # the training policy is not filtered
+            np.testing.assert_array_equal(acted, raw)
+            continue
+        assert 0 < keep.sum() < len(keep)  # both branches are exercised
+        np.testing.assert_array_equal(acted[keep], raw[keep])
+        np.testing.assert_array_equal(acted[~keep], base[~keep])
+    # one observation, as the actor and actor_node act
+    single = np.asarray(sac.act_fn(params, obs[0], jax.random.PRNGKey(7), True))
+    np.testing.assert_array_equal(single, np.asarray(sac.act_fn(params, obs, key, True))[0])
+    _, metrics = sac.update(state, _batch(sac, 2, 32))
+    assert 0.0 <= float(metrics["actor/q_filter_keep"]) <= 1.0
+    assert "critic" not in residual_sac().policy_params(state)  # no filter, no critics published
+    # a margin no critic's gain reaches: the base everywhere
+    strict = residual_sac(algorithm="td3", residual_q_filter=mode, residual_q_margin=1e6)
+    np.testing.assert_array_equal(np.asarray(strict.act_fn(params, obs, key, True)), base)
+
+
+def _batch(sac: SAC, utd: int, size: int) -> Any:
+    rng = np.random.default_rng(8)
+    obs = rng.uniform(-0.8, 0.8, (utd, size, sac.obs_spec.dim)).astype(np.float32)
+    return losses.Batch(
+        obs=obs,
+        action=rng.uniform(-1, 1, (utd, size, sac.action_spec.dim)).astype(np.float32),
+        reward=rng.uniform(-1, 0, (utd, size)).astype(np.float32),
+        discount=np.full((utd, size), 0.9, np.float32),
+        next_obs=obs[:, ::-1].copy(),
+        online=np.ones((utd, size), bool),
+    )
+
+
 def test_residual_config_checks() -> None:
     with pytest.raises(ValueError, match="residual_scale"):
         SACConfig(residual_scale=-0.1)
@@ -368,6 +418,13 @@ def test_residual_config_checks() -> None:
         SACConfig(residual_penalty=-1.0, residual_scale=0.1)
     with pytest.raises(ValueError, match="residual_penalty"):
         SACConfig(residual_penalty=1.0)  # plain SAC has no correction to penalise
+    plain = SAC(ObsSpec(("x",), ((3,),)), ActionSpec((-1.0,), (1.0,)),
+                SACConfig(hidden_dims=(8,), residual_q_filter="always"))  # fmt: skip
+    assert plain.q_filtered == "off"  # no base to fall back on: no filter
+    with pytest.raises(ValueError, match="residual_q_filter"):
+        SACConfig(residual_q_filter="eval", residual_scale=0.1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="residual_q_margin"):
+        SACConfig(residual_q_filter="deploy", residual_scale=0.1, residual_q_margin=-0.1)
     with pytest.raises(ValueError, match="algorithm"):
         SACConfig(algorithm="ppo")  # type: ignore[arg-type]
     assert (
