@@ -361,7 +361,7 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     """The RunMonitor that evaluates the deterministic policy and saves checkpoints."""
     from handrail.learners.actor import LearnedPolicy
     from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
-    from handrail.learners.evaluation import env_fps, evaluate
+    from handrail.learners.evaluation import EVAL_SEED_OFFSET, env_fps, evaluate
     from handrail.learners.monitor import RunMonitor
 
     make = functools.partial(sac.make_policy, deterministic=True)
@@ -369,8 +369,8 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
 
     def run_eval(_: int) -> Any:
         rewards.log_stats(trainer.actor.env, run, trainer.env_steps)
-        return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + 10_000, video=cfg.video,
-                        success_key=cfg.success_key)  # fmt: skip
+        return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET,
+                        video=cfg.video, success_key=cfg.success_key)  # fmt: skip
 
     def save_best() -> None:
         extra = {"env_steps": trainer.env_steps, "task": cfg.task}

@@ -9,12 +9,17 @@ runs on the same demonstrations (sparse reward, the task's presets otherwise):
 - ``sac-nodemos`` (with ``--arms``): ``handrail train --expert-demos 0``, SAC from scratch
   without the demonstrations, the usual baseline of residual RL papers.
 
-The table: the base's success; env steps until the residual sustains 95% (3 evaluations of
-``eval_episodes`` in a row) and its final success; env steps until SAC sustains 90%; their
-ratio (and the same for SAC without demonstrations, where a run that never sustains 90% gives a
-lower bound: its budget over the residual's steps). Goal: the residual at 95% in at least 3x
-fewer env steps than SAC at 90%. Runs, demonstrations and the base are kept in ``--out`` and
-reused, so the bench can be stopped and continued (``--fresh`` redoes the runs).
+The table: the base's success, alone on fresh episodes and on each seed's evaluation episodes
+(a run evaluates on the same ``eval_episodes`` every time); env steps until the residual
+sustains 95% (3 evaluations of ``eval_episodes`` in a row), its final success, and its harm:
+how far its lowest evaluation fell below the base on the same episodes; env steps until SAC
+sustains 90%; their ratio (and the same for SAC without demonstrations, where a run that never
+sustains 90% gives a lower bound: its budget over the residual's steps). Beside the env steps,
+what a robot pays: the failed training episodes until each arm's threshold ("≥N" where the run
+never reached it: all its failed episodes). Goals: no evaluation more than 10 points below the
+base, and the residual's failed episodes to 95% at most a third of SAC's to 90%. Runs,
+demonstrations and the base are kept in ``--out`` and reused, so the bench can be stopped and
+continued (``--fresh`` redoes the runs).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from handrail.bench.learning import (
     summarize_run,
     sustained_at,
 )
+from handrail.learners.evaluation import EVAL_SEED_OFFSET
 
 RESIDUAL: Final = "residual"
 SAC: Final = "sac"
@@ -127,13 +133,24 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
         if cli.main(argv) != 0:
             raise RuntimeError(f"bench residual: handrail bc on {store} failed")
     base_file = folder / "base.json"
+    spec = f"bc:{bc_run}"
     if not base_file.is_file():
-        base_file.write_text(json.dumps(base_success(task, f"bc:{bc_run}", cfg.final_episodes)))
-    return {"store": store, "base": f"bc:{bc_run}", **json.loads(base_file.read_text())}
+        base_file.write_text(json.dumps(
+            {"base_success": base_success(task, spec, cfg.final_episodes, FINAL_SEED),
+             "base_episodes": cfg.final_episodes}))  # fmt: skip
+    info = json.loads(base_file.read_text())
+    on_evals = info.setdefault("base_on_evals", {})  # seed -> the base on that run's evaluations
+    missing = [s for s in cfg.seeds if f"{s}/{cfg.eval_episodes}" not in on_evals]
+    for seed in missing:
+        on_evals[f"{seed}/{cfg.eval_episodes}"] = base_success(task, spec, cfg.eval_episodes,
+                                                               seed + EVAL_SEED_OFFSET)  # fmt: skip
+    if missing:
+        base_file.write_text(json.dumps(info))
+    return {"store": store, "base": spec, **info}
 
 
-def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:
-    """The base alone on the final evaluation's episodes."""
+def base_success(task: str, spec: str, episodes: int, seed: int) -> float:
+    """The base alone on ``episodes`` episodes from ``seed`` on."""
     from handrail.app.bases import make_base
     from handrail.app.config import preset
     from handrail.app.envs import make_env
@@ -143,10 +160,11 @@ def base_success(task: str, spec: str, episodes: int) -> dict[str, Any]:
 
     env = make_env(task, **preset(task).env)
     env = ResidualObservation(env, make_base(spec, task, env))
-    result = evaluate(env, base_only(ActionSpec.from_space(env.action_space)), episodes,
-                      FINAL_SEED)  # fmt: skip
+    result = evaluate(env, base_only(ActionSpec.from_space(env.action_space)), episodes, seed)
     env.close()
-    return {"base_success": result.success_rate, "base_episodes": episodes}
+    if result.success_rate is None:  # a handrail task reports success on every episode
+        raise RuntimeError(f"bench residual: {task} reported no success flag")
+    return float(result.success_rate)
 
 
 def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run]:
@@ -181,6 +199,10 @@ def summarize(run: Run) -> dict[str, Any]:
     row["goal"] = GOALS[run.learner]
     row["steps_to_arm_goal"] = None if at is None else evals[at]["env_steps"]
     row["trained_steps"] = evals[-1]["env_steps"] if evals else 0
+    row["lowest_eval"] = min((r["success_rate"] for r in evals), default=None)
+    until = row["steps_to_arm_goal"] or row["trained_steps"]
+    row["failed_to_arm_goal"] = sum(1 for r in _records(run) if r["kind"] == "episode"
+                                    and r["env_steps"] <= until and not r.get("success"))  # fmt: skip
     return row
 
 
@@ -191,10 +213,12 @@ def _records(run: Run) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[str]:
     """One line per task (see the module docstring)."""
-    lines = ["| task | base alone | seeds | residual: env steps to 95% sustained | residual final "
-             "success | SAC: env steps to 90% sustained | SAC final success | speed-up (mean; on "
-             "mean steps) |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| task | base alone | seeds | base on each seed's evaluations | residual: lowest "
+             "evaluation (below the base) | residual: env steps to 95% sustained | residual: "
+             "failed training episodes until then | residual final success | SAC: env steps to "
+             "90% sustained | SAC: failed training episodes until then | SAC final success | "
+             "speed-up (mean; on mean steps) | failed episodes, residual over SAC |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     nodemos = any(r["learner"] == NO_DEMOS for r in rows)
     if nodemos:
         lines[0] += (" SAC without demos: env steps to 90% sustained (final success) | residual's "
@@ -210,16 +234,55 @@ def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[
                      for s in seeds]  # fmt: skip
         sac_final = [by[SAC][s]["final"]["success_rate"] if s in by[SAC] else None for s in seeds]
         ratios, speed = speed_up(sac, res)
+        evals = bases[task].get("base_on_evals", {})
+        base_evals = [next((v for k, v in evals.items() if k.split("/")[0] == str(s)), None)
+                      for s in seeds]  # fmt: skip
+        lowest = [_lowest_cell(by[RESIDUAL].get(s), b) for s, b in zip(seeds, base_evals,
+                                                                         strict=True)]  # fmt: skip
+        res_failed = [_failed_cell(by[RESIDUAL].get(s)) for s in seeds]
+        sac_failed = [_failed_cell(by[SAC].get(s)) for s in seeds]
+        failed_ratio = [_failed_ratio(by[RESIDUAL].get(s), by[SAC].get(s)) for s in seeds]
         lines.append(
             f"| {task} | {bases[task]['base_success']:.0%} | {seed_cells(seeds, 'd')} | "
-            f"{seed_cells(res, ',')} | {seed_cells(res_final, '.0%')} | {seed_cells(sac, ',')} | "
-            f"{seed_cells(sac_final, '.0%')} | {seed_cells(ratios, '.2f')} ({speed}) |"
+            f"{seed_cells(base_evals, '.0%')} | {', '.join(lowest)} | {seed_cells(res, ',')} | "
+            f"{', '.join(res_failed)} | {seed_cells(res_final, '.0%')} | {seed_cells(sac, ',')} | "
+            f"{', '.join(sac_failed)} | {seed_cells(sac_final, '.0%')} | "
+            f"{seed_cells(ratios, '.2f')} ({speed}) | {', '.join(failed_ratio)} |"
         )
         if nodemos:
             lines[-1] += _nodemos_cells(
                 [r for r in rows if (r["task"], r["learner"]) == (task, NO_DEMOS)], res, seeds
             )
     return lines
+
+
+def _lowest_cell(row: dict[str, Any] | None, base: float | None) -> str:
+    """A residual run's lowest evaluation, and how many points it fell below the base's own on
+    the same episodes."""
+    if row is None or row.get("lowest_eval") is None:
+        return "-"
+    low = row["lowest_eval"]
+    return f"{low:.0%}" if base is None else f"{low:.0%} ({100 * (low - base):+.0f})"
+
+
+def _failed_cell(row: dict[str, Any] | None) -> str:
+    """Failed training episodes until the arm's threshold ("≥N": it never got there)."""
+    if row is None or "failed_to_arm_goal" not in row:
+        return "-"
+    return f"{'' if row['steps_to_arm_goal'] else '≥'}{row['failed_to_arm_goal']}"
+
+
+def _failed_ratio(res: dict[str, Any] | None, sac: dict[str, Any] | None) -> str:
+    """The residual's failed episodes until 95% over SAC's until 90% (a bound where one of
+    them never got there; "-" where that bound says nothing)."""
+    if not res or not sac or "failed_to_arm_goal" not in res or "failed_to_arm_goal" not in sac:
+        return "-"
+    mine, theirs = res["failed_to_arm_goal"], sac["failed_to_arm_goal"]
+    if not res["steps_to_arm_goal"] and sac["steps_to_arm_goal"]:
+        return f"≥{mine / max(theirs, 1):.2f}"
+    if res["steps_to_arm_goal"] and not sac["steps_to_arm_goal"]:
+        return f"≤{mine / max(theirs, 1):.2f}"
+    return f"{mine / max(theirs, 1):.2f}" if res["steps_to_arm_goal"] else "-"
 
 
 def _nodemos_cells(group: list[dict[str, Any]], res: list[Any], seeds: list[int]) -> str:
@@ -262,6 +325,9 @@ def plot(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]], out: Path
                         lw=1, alpha=0.8, label=label if i == 0 else None)  # fmt: skip
         ax.axhline(bases[task]["base_success"], color="C1", lw=1.5, ls=":",
                    label="BC base alone")  # fmt: skip
+        for i, value in enumerate(bases[task].get("base_on_evals", {}).values()):
+            ax.axhline(value, color="C1", lw=0.8, ls="-", alpha=0.5,
+                       label="the base on a seed's evaluations" if i == 0 else None)  # fmt: skip
         ax.axhline(0.95, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("env steps (thousands)")
         ax.set_ylabel("eval success")

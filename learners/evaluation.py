@@ -101,6 +101,12 @@ class EvalResult:
         return text + f"return {self.mean_return:.2f}, length {self.mean_length:.1f}"
 
 
+EVAL_SEED_OFFSET = 10_000
+"""A training run of seed s evaluates on the episodes of seeds s + 10,000 onwards, the same ones
+at every evaluation (``handrail train``, ``--learner sb3``; ``bench residual`` runs the base on
+them)."""
+
+
 def evaluate(
     env: Any,
     policy: Policy,

@@ -10,7 +10,14 @@ from handrail.app.config import bc_preset, preset
 from handrail.bench import residual as res
 from handrail.bench.learning import Run
 
-BASES = {"pick_cube": {"store": Path("s"), "base": "bc:b", "base_success": 0.42}}
+BASES = {
+    "pick_cube": {
+        "store": Path("s"),
+        "base": "bc:b",
+        "base_success": 0.42,
+        "base_on_evals": {"0/50": 0.6},
+    }
+}
 
 
 def test_the_arms_differ_only_in_the_base(tmp_path: Path) -> None:
@@ -32,7 +39,8 @@ def _fake(folder: Path, arm: str, rates: list[float]) -> Run:
     folder.mkdir(parents=True)
     lines = []
     for i, rate in enumerate(rates):
-        lines += [{"kind": "episode", "env_steps": 500 * i + 250, "length": 50, "success": 1.0},
+        lines += [{"kind": "episode", "env_steps": 500 * i + 250, "length": 50,
+                   "success": float(rate >= 0.9)},
                   {"kind": "eval", "env_steps": 500 * (i + 1), "wall_time_s": 1.0,
                    "success_rate": rate, "mean_return": rate}]  # fmt: skip
     (folder / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
@@ -46,8 +54,42 @@ def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
                                                                    0.98, 0.99]))  # fmt: skip
     sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0, 0, 0, 0.2, 0.5, 0.6, 0.9, 0.91, 0.95]))
     assert (residual["steps_to_arm_goal"], sac["steps_to_arm_goal"]) == (3000, 4500)
+    # failed training episodes until each goal: 1 of the residual's, 6 of SAC's; the residual's
+    # lowest evaluation (50%) is 10 points below the base's 60% on the same episodes
+    assert (residual["failed_to_arm_goal"], sac["failed_to_arm_goal"]) == (1, 6)
     line = res.table([residual, sac], BASES)[2]
-    assert line == "| pick_cube | 42% | 0 | 3,000 | 99% | 4,500 | 95% | 1.50 (1.50x; 1.50x) |"
+    assert line == (
+        "| pick_cube | 42% | 0 | 60% | 50% (-10) | 3,000 | 1 | 99% | 4,500 | 6 | 95% "
+        "| 1.50 (1.50x; 1.50x) | 0.17 |"
+    )
+    # a residual that never sustains 95%: its failed episodes are a lower bound
+    stuck = res.summarize(_fake(tmp_path / "x", res.RESIDUAL, [0.5, 0.92, 0.5, 0.96, 0.5]))
+    assert stuck["steps_to_arm_goal"] is None and stuck["failed_to_arm_goal"] == 3
+    line = res.table([stuck, sac], BASES)[2]
+    assert "| 50% (-10) | - | ≥3 | 50% |" in line and line.endswith("| ≥0.50 |")
+
+
+def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    folder = tmp_path / "pick_cube"
+    (folder / "demos").mkdir(parents=True)
+    (folder / "bc" / "checkpoints" / "best").mkdir(parents=True)
+    calls = []
+
+    def fake(task: str, spec: str, episodes: int, seed: int) -> float:
+        calls.append((episodes, seed))
+        return 0.5
+
+    monkeypatch.setattr(res, "base_success", fake)
+    cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0, 2), out=tmp_path)
+    info = res.prepare_base(cfg, "pick_cube")
+    # the final evaluation's episodes, then each seed's: handrail train evaluates seed s from s +
+    # 10,000 on
+    assert calls == [(100, res.FINAL_SEED), (50, 10_000), (50, 10_002)]
+    assert info["base_on_evals"] == {"0/50": 0.5, "2/50": 0.5}
+    res.prepare_base(cfg, "pick_cube")  # kept in base.json: not measured again
+    assert len(calls) == 3
 
 
 def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
@@ -87,6 +129,6 @@ def test_sac_without_demos_is_an_arm_with_a_lower_bound_where_it_never_learns(
     header, _, line = res.table([residual, sac, never], BASES)
     assert header.endswith("| SAC without demos: env steps to 90% sustained (final success) | "
                            "residual's speed-up over it |")  # fmt: skip
-    assert line.endswith("| 1.33 (1.33x; 1.33x) | not in 4,000 (0%) | ≥2.67 |")
+    assert line.endswith("| 1.33 (1.33x; 1.33x) | 0.00 | not in 4,000 (0%) | ≥2.67 |")
     learns = res.summarize(_fake(tmp_path / "l", res.NO_DEMOS, [0, 0, 0.9, 0.9, 0.92, 0.5]))
     assert res.table([residual, sac, learns], BASES)[2].endswith("| 2,500 (50%) | 1.67 |")
