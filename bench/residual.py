@@ -139,14 +139,16 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             {"base_success": base_success(task, spec, cfg.final_episodes, FINAL_SEED),
              "base_episodes": cfg.final_episodes}))  # fmt: skip
     info = json.loads(base_file.read_text())
-    on_evals = info.setdefault("base_on_evals", {})  # seed -> the base on that run's evaluations
+    # "seed/episodes" -> the base on the evaluation episodes of that seed's runs
+    on_evals = info.setdefault("base_on_evals", {})
     missing = [s for s in cfg.seeds if f"{s}/{cfg.eval_episodes}" not in on_evals]
     for seed in missing:
         on_evals[f"{seed}/{cfg.eval_episodes}"] = base_success(task, spec, cfg.eval_episodes,
                                                                seed + EVAL_SEED_OFFSET)  # fmt: skip
     if missing:
         base_file.write_text(json.dumps(info))
-    return {"store": store, "base": spec, **info}
+    this = {str(s): on_evals[f"{s}/{cfg.eval_episodes}"] for s in cfg.seeds}
+    return {"store": store, "base": spec, **info, "base_on_evals": this}
 
 
 def base_success(task: str, spec: str, episodes: int, seed: int) -> float:
@@ -194,14 +196,15 @@ def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run
 def summarize(run: Run) -> dict[str, Any]:
     """``bench learning``'s summary, timed to this arm's goal."""
     row = summarize_run(run)
-    evals = [r for r in _records(run) if r["kind"] == "eval"]
+    records = _records(run)
+    evals = [r for r in records if r["kind"] == "eval"]
     at = sustained_at(evals, GOALS[run.learner])
     row["goal"] = GOALS[run.learner]
     row["steps_to_arm_goal"] = None if at is None else evals[at]["env_steps"]
     row["trained_steps"] = evals[-1]["env_steps"] if evals else 0
     row["lowest_eval"] = min((r["success_rate"] for r in evals), default=None)
     until = row["steps_to_arm_goal"] or row["trained_steps"]
-    row["failed_to_arm_goal"] = sum(1 for r in _records(run) if r["kind"] == "episode"
+    row["failed_to_arm_goal"] = sum(1 for r in records if r["kind"] == "episode"
                                     and r["env_steps"] <= until and not r.get("success"))  # fmt: skip
     return row
 
@@ -234,9 +237,8 @@ def table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[
                      for s in seeds]  # fmt: skip
         sac_final = [by[SAC][s]["final"]["success_rate"] if s in by[SAC] else None for s in seeds]
         ratios, speed = speed_up(sac, res)
-        evals = bases[task].get("base_on_evals", {})
-        base_evals = [next((v for k, v in evals.items() if k.split("/")[0] == str(s)), None)
-                      for s in seeds]  # fmt: skip
+        evals = bases[task].get("base_on_evals", {})  # by seed, on this bench's episodes
+        base_evals = [evals.get(str(s)) for s in seeds]
         lowest = [_lowest_cell(by[RESIDUAL].get(s), b) for s, b in zip(seeds, base_evals,
                                                                          strict=True)]  # fmt: skip
         res_failed = [_failed_cell(by[RESIDUAL].get(s)) for s in seeds]

@@ -15,7 +15,7 @@ BASES = {
         "store": Path("s"),
         "base": "bc:b",
         "base_success": 0.42,
-        "base_on_evals": {"0/50": 0.6},
+        "base_on_evals": {"0": 0.6},
     }
 }
 
@@ -87,9 +87,15 @@ def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     # the final evaluation's episodes, then each seed's: handrail train evaluates seed s from s +
     # 10,000 on
     assert calls == [(100, res.FINAL_SEED), (50, 10_000), (50, 10_002)]
-    assert info["base_on_evals"] == {"0/50": 0.5, "2/50": 0.5}
+    assert info["base_on_evals"] == {"0": 0.5, "2": 0.5}  # by seed, for the table
     res.prepare_base(cfg, "pick_cube")  # kept in base.json: not measured again
     assert len(calls) == 3
+    # base.json keeps each seed's number per episode count: other evaluations are measured anew
+    saved = json.loads((folder / "base.json").read_text())["base_on_evals"]
+    assert saved == {"0/50": 0.5, "2/50": 0.5}
+    res.prepare_base(res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0,), out=tmp_path,
+                                             eval_episodes=20), "pick_cube")  # fmt: skip
+    assert calls[3:] == [(20, 10_000)]
 
 
 def test_per_task_options_reach_both_arms_and_the_base(tmp_path: Path) -> None:
