@@ -107,7 +107,8 @@ def train_distributed(cfg: TrainConfig, settings: Settings | None, run_path: Pat
                 f"actor-{i}": ray_link.start_env_actor(
                     f"actor-{i}", make, sac, cfg.dist, LEARNER_NAME,
                     seed=cfg.seed + 1_000_000 * (i + 1), success_key=cfg.success_key,
-                    warmup_steps=cfg.loop.warmup_steps // max(cfg.actors, 1))
+                    warmup_steps=cfg.loop.warmup_steps // max(cfg.actors, 1),
+                    resume_steps=cfg.steps)
                 for i in range(cfg.actors)
             }  # fmt: skip
             evaler = ray_link.start_eval_actor(
@@ -168,6 +169,13 @@ def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
     updates: int = 0
     learner_down = False
     died: dict[str, float] = {}  # when each actor last failed
+    where: dict[str, str] = {}  # the process each actor last registered from
+
+    def restarted(name: str) -> None:  # said once per death, whichever way the driver sees it
+        if time.monotonic() - died.get(name, -60.0) > 30.0:
+            _event(run, f"{name} died; Ray restarted it, and it goes on")
+        died[name] = time.monotonic()
+
     try:
         caught_up = False  # the learner ran every update block its steps are owed
         while not (steps >= cfg.steps and caught_up) and not monitor.should_stop:
@@ -177,9 +185,7 @@ def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
                 try:
                     ray.get(future)
                 except RayActorError:  # each call fails until Ray has restarted it
-                    if time.monotonic() - died.get(name, -60.0) > 30.0:
-                        _event(run, f"{name} died; Ray restarted it, and it goes on")
-                    died[name] = time.monotonic()
+                    restarted(name)
                     runs[actors[name].run.remote(cfg.steps)] = name
             if not runs and not actors:
                 time.sleep(0.25)  # handrail learner: the actors run elsewhere
@@ -196,6 +202,13 @@ def _drive(cfg: TrainConfig, run: Any, learner: Any, actors: dict[str, Any],
                 _event(run, f"the learner is back at {stats['steps']} steps")
                 learner_down = False
             steps, updates, caught_up = stats["steps"], stats["updates"], stats["caught_up"]
+            # A restarted actor registers anew and steps by itself: the run call its old
+            # process served may never report the death.
+            for record in stats["actors"].values():
+                seen = where.get(record["name"])
+                if record["name"] in actors and seen and record["where"] not in ("", seen):
+                    restarted(record["name"])
+                where[record["name"]] = record["where"] or seen or ""
             finished = [(e["return"], e["length"], e["success"]) for e in episodes]
             monitor.on_step(steps, updates, finished, stats["metrics"])
             if evaluating is None and steps >= next_eval:

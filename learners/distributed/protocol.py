@@ -120,6 +120,7 @@ class _ActorRecord:
     saved: int = 0
     dropped: int = 0
     episodes: int = 0
+    where: str = ""  # the process that registered last ("" when restored from a checkpoint)
 
 
 class LearnerService:
@@ -196,6 +197,7 @@ class LearnerService:
                         f"{self.learner.layout.max_actors} actors"
                     )
                 self.actors[actor_id] = _ActorRecord(name)
+            self.actors[actor_id].where = where
             acked = self.actors[actor_id].acked
         place = f" ({where})" if where else ""
         self.event(f"actor {name} {'restarted' if known else 'registered'} as {actor_id}{place}")
@@ -412,7 +414,7 @@ class LearnerService:
         self.blocks_done = counters["blocks_done"]
         self.actors = {int(i): _ActorRecord(**r) for i, r in counters["actors"].items()}
         for record in self.actors.values():
-            record.saved = record.acked
+            record.saved, record.where = record.acked, ""
         self.saved_steps = self.learner.steps
         self.next_checkpoint = self.learner.steps + self.dist.checkpoint_every
         return True

@@ -16,6 +16,7 @@ Ray is imported inside the functions: nothing pays for it unless it is used.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import socket
 import sys
@@ -182,20 +183,30 @@ class EnvWorker:
         name: this actor's name at the learner (a restarted actor keeps it).
         success_key: info key of the success flag.
         warmup_steps: random steps before the policy acts.
+        resume_steps: a process Ray restarts steps on by itself until the learner holds this
+            many steps, without waiting for a ``run`` call: the caller's ``run`` that the old
+            process was serving may never report its death.
     """
 
     def __init__(self, make_env: Callable[[], Any], sac: SAC, dist: DistConfig,
                  learner_name: str, *, seed: int, name: str, success_key: str = "success",
-                 warmup_steps: int = 0) -> None:  # fmt: skip
+                 warmup_steps: int = 0, resume_steps: int | None = None) -> None:  # fmt: skip
         import ray
 
         self.env = make_env()
         handle = ray.get_actor(learner_name, namespace=NAMESPACE)
         self.service = ActorService(self.env, sac, dist, link(handle), seed=seed, name=name,
                                     success_key=success_key, warmup_steps=warmup_steps)  # fmt: skip
+        self._resumed: concurrent.futures.Future[SenderStats] | None = None
+        if resume_steps is not None and ray.get_runtime_context().was_current_actor_reconstructed:
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="handrail-actor")
+            self._resumed = pool.submit(self.service.run, resume_steps)
 
     def run(self, until_steps: int) -> SenderStats:
-        """Step until the learner holds ``until_steps`` steps; what the sender counted."""
+        """Step until the learner holds ``until_steps`` steps; what the sender counted (in a
+        restarted process that resumed by itself: waits for that)."""
+        if self._resumed is not None:
+            return self._resumed.result()
         return self.service.run(until_steps)
 
     def pid(self) -> int:

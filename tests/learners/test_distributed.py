@@ -84,8 +84,9 @@ class Link:
         return future.value
 
 
-def _sender(service: LearnerService, link: Link, dist: DistConfig, name: str = "a") -> StepSender:
-    actor_id, start = service.register(name, "")
+def _sender(service: LearnerService, link: Link, dist: DistConfig, name: str = "a",
+            where: str = "pid 1") -> StepSender:  # fmt: skip
+    actor_id, start = service.register(name, "", where)
     return StepSender(link.call, link.ready, link.result, RemoteParams(lambda r: r), actor_id,
                       dist, start)  # fmt: skip
 
@@ -132,6 +133,8 @@ def test_a_learner_that_restarts_from_its_checkpoint_is_sent_what_it_lost(tmp_pa
     assert not sender.connected
     restarted = LearnerService(_sac(), loop, dist, seed=0, folder=tmp_path)
     assert restarted.learner.steps == 50
+    # The actor's process is unknown until it registers again: the driver takes "" as no news.
+    assert [r["where"] for r in restarted.stats()["actors"].values()] == [""]
     link.service, link.down = restarted, False
     sender._retry_at = 0.0
     assert sender.drain()
@@ -161,8 +164,10 @@ def test_a_restarted_actor_keeps_its_place_and_its_open_episode_is_dropped() -> 
     for step in _steps(7):  # an episode of 10 steps, cut after 7 by the actor's death
         sender.add(step)
     assert sender.drain()
-    again = _sender(service, link, DistConfig(send_every=3), "robot")
+    assert service.stats()["actors"][0]["where"] == "pid 1"
+    again = _sender(service, link, DistConfig(send_every=3), "robot", "pid 2")
     assert again.actor_id == sender.actor_id and again.sent == 7
+    assert service.stats()["actors"][0]["where"] == "pid 2"  # the driver sees the restart here
     for step in _steps(10, start=100):
         again.add(step)
     assert again.drain() and service.wait_for(17)
