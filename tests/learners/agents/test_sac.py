@@ -283,3 +283,13 @@ def test_subset_target_on_real_networks_equals_the_min_over_the_drawn_critics() 
         expected = batch.reward + batch.discount * (jnp.min(all_q[drawn], axis=0)
                                                     - 0.1 * next_log_prob)  # fmt: skip
         np.testing.assert_allclose(float(full["critic/target"]), float(expected.mean()), rtol=1e-5)
+
+
+def test_agents_built_alike_are_equal_and_share_their_compiled_functions() -> None:
+    """A resume, an evaluation or the next run in one process builds the agent again: it
+    compiles nothing anew (jitted code takes the agent as a static argument)."""
+    first, again = _sac(), _sac()
+    assert first == again and hash(first) == hash(again)
+    assert again.update is first.update and again._act is first._act
+    other = _sac(utd=first.config.utd + 1)
+    assert other != first and other.update is not first.update
