@@ -11,11 +11,16 @@ encodes them the same way (:func:`handrail.learners.policies.load_run_policy`).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+
 from handrail.app.config import TrainConfig
+from handrail.control.step import Step
 
 
 def load_encoder(cfg: TrainConfig) -> Any:
@@ -28,16 +33,27 @@ def load_encoder(cfg: TrainConfig) -> Any:
         return None
     problems = {
         "--actors": cfg.actors > 0,
-        "--record": cfg.record is not None,
         "--residual-on": cfg.residual_on is not None,
     }
     bad = [name for name, on in problems.items() if on]
     if bad:
         raise ValueError(
             f"--encoder with {', '.join(bad)} is not supported yet: train with the encoder in one "
-            "process, without recording or a residual base"
+            "process, without a residual base"
         )
     return load(cfg.encoder)
+
+
+def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
+    """``cfg`` with the encoder's cameras in its env settings: they are the run's own
+    (config.json), since whatever loads its policy later must render them."""
+    if encoder is None:
+        return cfg
+    from handrail.app.config import format_env_kwargs
+    from handrail.app.envs import with_cameras
+
+    kwargs = format_env_kwargs(with_cameras(cfg.task, cfg.env, encoder))
+    return dataclasses.replace(cfg, env_kwargs=kwargs)
 
 
 def load(path: Path | None) -> Any:
@@ -85,3 +101,58 @@ def keep_copy(run_path: Path, encoder: Any) -> None:
     target = Path(run_path) / RUN_FOLDER
     if not target.exists():
         shutil.copytree(encoder.path, target)
+
+
+class CameraTap(gym.Wrapper):
+    """Keeps the camera frames of the last two observations its env gave, beneath the
+    wrappers that replace them (an encoder's features) or drop them (a success classifier),
+    so that a run's ``--record`` store keeps what the robot saw, not what the learner read
+    (:class:`RecordFrames` hands them to the recorder). Wrap the task's env in it first."""
+
+    def __init__(self, env: gym.Env) -> None:
+        from handrail.control.spaces import is_image
+
+        super().__init__(env)
+        spaces = getattr(env.observation_space, "spaces", {})
+        self.cameras = {k: s for k, s in spaces.items() if is_image(s.shape, s.dtype)}
+        self.frames: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self._keep(obs, fresh=True)
+        return obs, info
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self._keep(out[0])
+        return out
+
+    def _keep(self, obs: Any, *, fresh: bool = False) -> None:
+        now = {k: np.array(obs[k]) for k in self.cameras}  # a copy: renderers reuse buffers
+        self.frames = (now if fresh else self.frames[1], now)
+
+    def recorded_space(self, space: gym.spaces.Dict) -> gym.spaces.Dict:
+        """``space`` (what the learner reads) as the store records it: without the encoder's
+        features, with every camera."""
+        from handrail.learners.agents.encoder import FEATURES_KEY
+
+        kept = {k: s for k, s in space.spaces.items() if k != FEATURES_KEY}
+        return gym.spaces.Dict({**kept, **self.cameras})
+
+
+class RecordFrames:
+    """A sink that hands each step to ``sink`` with the tapped camera frames in place of the
+    encoder's features (the actor calls its sinks right after the env's step, before the
+    next)."""
+
+    def __init__(self, sink: Any, camera_tap: CameraTap) -> None:
+        from handrail.learners.agents.encoder import FEATURES_KEY
+
+        self.sink, self.tap, self.features = sink, camera_tap, FEATURES_KEY
+
+    def add(self, step: Step) -> None:
+        before, after = self.tap.frames
+        obs = {k: v for k, v in step.obs.items() if k != self.features}
+        next_obs = {k: v for k, v in step.next_obs.items() if k != self.features}
+        self.sink.add(dataclasses.replace(step, obs={**obs, **before},
+                                          next_obs={**next_obs, **after}))  # fmt: skip

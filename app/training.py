@@ -34,7 +34,7 @@ from handrail.app.config import (
     format_env_kwargs,
     preset,
 )
-from handrail.app.envs import learner_specs, make_env, with_cameras
+from handrail.app.envs import learner_specs, make_env
 from handrail.app.runs import (
     exists_message,
     kept_checkpoint,
@@ -93,9 +93,11 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
             f"{saved.learner}; start afresh with another --run-dir"
         )
     default = preset(config.task, residual_on=config.residual_on, human=config.human)
+    # The same command again: an encoder run saved the encoder's cameras in its env settings.
+    given = pixels.with_encoder_cameras(config, pixels.load(config.encoder))
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
-               and getattr(config, f.name) != getattr(saved, f.name)]  # fmt: skip
+               and getattr(given, f.name) != getattr(saved, f.name)]  # fmt: skip
     if changed:
         raise ValueError(
             f"--resume reuses the run's own config.json; only {', '.join(_RESUMABLE[1:])} may "
@@ -122,13 +124,14 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         return train_distributed(cfg, settings, run_path)
     classifier = rewards.load_reward_classifier(cfg)
     encoder = pixels.load_encoder(cfg)
-    # The encoder's cameras are the run's own env settings (config.json): whatever loads its
-    # policy later must render them.
-    cfg = dataclasses.replace(
-        cfg, env_kwargs=format_env_kwargs(with_cameras(cfg.task, cfg.env, encoder))
-    )
+    cfg = pixels.with_encoder_cameras(cfg, encoder)
     env_kwargs = rewards.env_kwargs(cfg, classifier)
-    env = rewards.with_classifier(cfg, make_env(cfg.task, **env_kwargs), classifier,
+    env = make_env(cfg.task, **env_kwargs)
+    # Where the learner reads features, or no cameras, the store still records the frames.
+    camera_tap = None
+    if cfg.record is not None and (classifier is not None or encoder is not None):
+        env = camera_tap = pixels.CameraTap(env)
+    env = rewards.with_classifier(cfg, env, classifier,
                                   keep_cameras=encoder is not None)  # fmt: skip
     env = pixels.wrap(env, encoder)
     demo_cfg = dataclasses.replace(cfg, env_kwargs=format_env_kwargs(env_kwargs))
@@ -164,7 +167,10 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             if cfg.record is not None:  # the episodes after the checkpoint are taken again
                 resume_recording(cfg.record, kept, cfg.seed + trainer.episodes,
                                  person=cfg.human != "none")  # fmt: skip
-        recorder = open_recorder(cfg, recorded_env)  # checked before the run folder exists
+        recorded = recorded_env.observation_space
+        if camera_tap is not None:
+            recorded = camera_tap.recorded_space(recorded)
+        recorder = open_recorder(cfg, recorded_env, recorded)  # before the run folder exists
         if cfg.resume is None:
             run_path = ours = new_run_folder(run_path, numbered=cfg.run_dir is None)
         print(f"handrail train: run folder {run_path.resolve()}", file=sys.stderr)
@@ -175,7 +181,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             if trainer is None:
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)
             else:
-                last = _train_jax(cfg, trainer, eval_env, run, recorder)
+                last = _train_jax(cfg, trainer, eval_env, run, recorder, camera_tap)
                 if cfg.human != "none":
                     _print_interventions(run, env)
     except KeyboardInterrupt as exc:  # a second Ctrl-C: launch prints this note as one line
@@ -224,15 +230,16 @@ def with_base(cfg: TrainConfig, env: Any, eval_env: Any, demos: Any) -> tuple[An
     return env, eval_env, demos
 
 
-def open_recorder(cfg: TrainConfig, env: Any) -> Any:
-    """The ``--record`` sink (a new store, or an existing one with the same fields)."""
+def open_recorder(cfg: TrainConfig, env: Any, space: Any = None) -> Any:
+    """The ``--record`` sink (a new store, or an existing one with the same fields) for
+    ``env``'s steps, whose observations it records as ``space`` says (default: ``env``'s)."""
     if cfg.record is None:
         return None
     from handrail.demos.format import fields_from_space
     from handrail.demos.recorder import EpisodeRecorder
     from handrail.learners.evaluation import env_fps
 
-    fields = fields_from_space(env.observation_space)
+    fields = fields_from_space(env.observation_space if space is None else space)
     if Path(cfg.record).exists():
         return EpisodeRecorder.append(cfg.record, obs_fields=fields)
     return EpisodeRecorder.create(
@@ -315,8 +322,9 @@ def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]
 
 
 def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any,
-               recorder: Any) -> dict[str, Any] | None:  # fmt: skip
-    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record.
+               recorder: Any, camera_tap: Any = None) -> dict[str, Any] | None:  # fmt: skip
+    """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record
+    (``camera_tap``: the frames the ``recorder`` keeps where the learner reads none).
 
     A new run saves a checkpoint before its first step, so that it can be resumed (and its
     ``--record`` store rolled back) whenever it stops.
@@ -329,6 +337,8 @@ def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any,
             from handrail.app.human import KeepOrDiscard
 
             sink = KeepOrDiscard(recorder, trainer.actor.env)  # "record again" drops it
+        if camera_tap is not None:
+            sink = pixels.RecordFrames(sink, camera_tap)
         trainer.actor.sinks.append(sink)
     if cfg.resume is not None:
         run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again

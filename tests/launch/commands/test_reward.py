@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from handrail.launch import cli
@@ -54,7 +55,7 @@ def test_training_on_the_classifier_reports_it_against_the_task(
             "--steps", "200", "--eval-every", "200", "--eval-episodes", "2", "--run-dir",
             str(run), "--no-progress", "--env-kwargs", "episode_steps=30",
             "--loop.warmup-steps", "100", "--sac.hidden-dims", "32", "32", "--sac.batch-size",
-            "32"]  # fmt: skip
+            "32", "--record", str(tmp_path / "rollouts")]  # fmt: skip
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "reward: the classifier fired on" in err and "of 6 episodes recorded" in err
@@ -65,6 +66,18 @@ def test_training_on_the_classifier_reports_it_against_the_task(
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if r["kind"] == "reward_classifier"]
     assert logged and logged[-1]["episodes"] <= stats["episodes"]
+    # The learner reads no camera; the --record store keeps the frames the classifier judged.
+    from handrail.app.envs import make_env
+    from handrail.demos import open_store
+
+    rollouts = open_store(tmp_path / "rollouts")
+    front = {f.name: f for f in rollouts.obs_fields}["front"]
+    assert front.dtype == "uint8" and front.shape == (16, 16, 3)
+    assert rollouts.num_episodes == stats["episodes"]
+    env = make_env("reach", episode_steps=30, cameras=("front",), image_size=16)
+    obs, _ = env.reset(seed=rollouts.episodes[0].seed)
+    assert np.array_equal(obs["front"], rollouts.load(episodes=[0]).obs["front"][0])
+    env.close()
 
 
 def test_bad_reward_inputs_get_one_line(
