@@ -68,9 +68,11 @@ def _expert(task: str, env: Any) -> BasePolicy:
 def _bc(path: Path, task: str, env: Any) -> BasePolicy:
     from handrail.learners.agents.bc import load_bc_policy
     from handrail.learners.checkpoint import checkpoint_folder
+    from handrail.learners.policies import run_encoder, run_root
 
     try:
-        return load_bc_policy(checkpoint_folder(path))
+        folder = checkpoint_folder(path)
+        return load_bc_policy(folder, run_encoder(run_root(folder)))
     except (OSError, ValueError, KeyError) as exc:
         raise ValueError(f"--residual-on bc:{path}: {exc}") from exc
 

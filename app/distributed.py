@@ -62,6 +62,10 @@ def check_distributed(cfg: TrainConfig) -> None:
         bad.append("--residual-on")
     if cfg.record is not None:
         bad.append("--record")
+    if cfg.encoder is not None:
+        bad.append("--encoder")
+    if cfg.reward != "task":
+        bad.append(f"--reward {cfg.reward}")
     if cfg.loop.takeover_penalty > 0:
         bad.append("--loop.takeover-penalty")
     if bad:

@@ -23,27 +23,6 @@ from handrail.app.config import TrainConfig
 from handrail.control.step import Step
 
 
-def load_encoder(cfg: TrainConfig) -> Any:
-    """The run's image encoder, or None without ``--encoder``.
-
-    Raises:
-        ValueError: the path holds no encoder, or the run cannot use one (naming why).
-    """
-    if cfg.encoder is None:
-        return None
-    problems = {
-        "--actors": cfg.actors > 0,
-        "--residual-on": cfg.residual_on is not None,
-    }
-    bad = [name for name, on in problems.items() if on]
-    if bad:
-        raise ValueError(
-            f"--encoder with {', '.join(bad)} is not supported yet: train with the encoder in one "
-            "process, without a residual base"
-        )
-    return load(cfg.encoder)
-
-
 def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
     """``cfg`` with the encoder's cameras in its env settings: they are the run's own
     (config.json), since whatever loads its policy later must render them."""

@@ -123,7 +123,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
 
         return train_distributed(cfg, settings, run_path)
     classifier = rewards.load_reward_classifier(cfg)
-    encoder = pixels.load_encoder(cfg)
+    encoder = pixels.load(cfg.encoder)
     cfg = pixels.with_encoder_cameras(cfg, encoder)
     env_kwargs = rewards.env_kwargs(cfg, classifier)
     env = make_env(cfg.task, **env_kwargs)
@@ -133,19 +133,21 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         env = camera_tap = pixels.CameraTap(env)
     env = rewards.with_classifier(cfg, env, classifier,
                                   keep_cameras=encoder is not None)  # fmt: skip
-    env = pixels.wrap(env, encoder)
+    eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
+    base = None
+    if cfg.residual_on is not None:  # the base's action joins every observation (the base
+        env, eval_env, base = with_base(cfg, env, eval_env)  # sees the cameras, if any)
+    env, eval_env = pixels.wrap(env, encoder), pixels.wrap(eval_env, encoder)
     demo_cfg = dataclasses.replace(cfg, env_kwargs=format_env_kwargs(env_kwargs))
 
-    def demo_inputs(data: Any) -> Any:  # the classifier reads the frames the encoder replaces
-        return pixels.encode_demos(rewards.relabel_demos(cfg, data, classifier), encoder)
+    def demo_inputs(data: Any) -> Any:
+        """The demonstrations as the learner's env gives its steps: the classifier's reward,
+        the base's action, the encoder's features."""
+        data = relabel_base(rewards.relabel_demos(cfg, data, classifier), base, env)
+        return pixels.encode_demos(data, encoder)
 
-    demos = load_demos(demo_cfg, env, *learner_specs(env, cfg), transform=demo_inputs)
-    eval_env = pixels.wrap(
-        make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env), encoder
-    )
-    if cfg.residual_on is not None:  # the base's action joins every observation
-        env, eval_env, demos = with_base(cfg, env, eval_env, demos)
     specs = learner_specs(env, cfg)
+    demos = load_demos(demo_cfg, env, *specs, transform=demo_inputs)
     recorded_env = env  # what the store records: the task's observations
     if cfg.human != "none":  # after the expert demos: those are the expert's alone
         from handrail.app.human import with_human
@@ -214,20 +216,28 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
     return 0
 
 
-def with_base(cfg: TrainConfig, env: Any, eval_env: Any, demos: Any) -> tuple[Any, Any, Any]:
-    """The training and evaluation envs with the base's action observed, and the demos
-    relabelled with it (each env gets its own base instance: bases may keep episode state)."""
+def with_base(cfg: TrainConfig, env: Any, eval_env: Any) -> tuple[Any, Any, Any]:
+    """The training and evaluation envs with the base's action observed (each env gets its own
+    base instance: bases may keep episode state), and the training env's base."""
     from handrail.app.bases import make_base
-    from handrail.learners.agents.residual import ResidualObservation, relabel
-    from handrail.learners.specs import ActionSpec
+    from handrail.learners.agents.residual import ResidualObservation
 
     assert cfg.residual_on is not None
     base = make_base(cfg.residual_on, cfg.task, env)
-    if demos is not None:
-        demos = relabel(demos, base, ActionSpec.from_space(env.action_space))
     env = ResidualObservation(env, base, enable_steps=cfg.residual_enable_steps, seed=cfg.seed)
     eval_env = ResidualObservation(eval_env, make_base(cfg.residual_on, cfg.task, eval_env))
-    return env, eval_env, demos
+    return env, eval_env, base
+
+
+def relabel_base(demos: Any, base: Any, env: Any) -> Any:
+    """The demonstrations with ``base``'s action in every observation (themselves without a
+    base)."""
+    if base is None:
+        return demos
+    from handrail.learners.agents.residual import relabel
+    from handrail.learners.specs import ActionSpec
+
+    return relabel(demos, base, ActionSpec.from_space(env.action_space))
 
 
 def open_recorder(cfg: TrainConfig, env: Any, space: Any = None) -> Any:

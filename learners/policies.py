@@ -114,10 +114,21 @@ def load_run_policy(
 def _with_encoder(policy: Callable[[Any], Any], root: Path | None) -> Callable[[Any], Any]:
     """``policy`` acting on camera frames through the run's copy of its image encoder
     (``handrail train --encoder``), or itself for a run without one."""
+    encoder = run_encoder(root)
+    if encoder is None:
+        return policy
+    from handrail.learners.agents.encoder import encoded_policy
+
+    return encoded_policy(policy, encoder)
+
+
+def run_encoder(root: Path | None) -> Any:
+    """The run's copy of the image encoder its policy reads the cameras through (None for a
+    run without one, or no run)."""
     from handrail.learners.agents.encoder import RUN_FOLDER
 
     if root is None or not (root / RUN_FOLDER).is_dir():
-        return policy
-    from handrail.learners.agents.encoder import ImageEncoder, encoded_policy
+        return None
+    from handrail.learners.agents.encoder import ImageEncoder
 
-    return encoded_policy(policy, ImageEncoder(root / RUN_FOLDER))
+    return ImageEncoder(root / RUN_FOLDER)

@@ -304,8 +304,10 @@ def save_bc(
     return path
 
 
-def load_bc_policy(path: str | Path) -> BasePolicy:
-    """A BC checkpoint as a frozen base policy (env-unit actions; chunked if horizon > 1).
+def load_bc_policy(path: str | Path, encoder: Any = None) -> BasePolicy:
+    """A BC checkpoint as a frozen base policy (env-unit actions; chunked if horizon > 1);
+    ``encoder``: the image encoder it was cloned through (its run's copy), which then reads the
+    cameras of every observation.
 
     Raises:
         ValueError: the folder is not a BC checkpoint (a SAC checkpoint is named as such).
@@ -335,6 +337,12 @@ def load_bc_policy(path: str | Path) -> BasePolicy:
         flat = (extend(obs_spec.flatten(obs), pairs) - mean) / std
         return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None])))[0])
 
+    query: Callable[[Mapping[str, Any]], Any] = chunk
+    if encoder is not None:
+        from handrail.learners.agents.encoder import encoded_policy
+
+        query = encoded_policy(chunk, encoder)
+
     if config.horizon == 1:
-        return CallableBase(lambda obs: chunk(obs)[0], name=f"bc:{path}")
-    return ChunkedBase(chunk, execute=config.execute, temporal_ensemble=config.temporal_ensemble)
+        return CallableBase(lambda obs: query(obs)[0], name=f"bc:{path}")
+    return ChunkedBase(query, execute=config.execute, temporal_ensemble=config.temporal_ensemble)

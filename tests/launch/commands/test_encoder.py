@@ -107,6 +107,22 @@ def test_bc_learns_through_the_encoder_and_evaluates_on_the_cameras(
     assert config["encoder"] == str(enc) and "image_size=32" in config["env_kwargs"]
     assert json.loads((run / "eval.json").read_text())["eval"]["episodes"] == 2
     assert "2 episodes: success" in capsys.readouterr().err
+    # A residual on it, through the encoder too: the base reads the frames through its run's
+    # copy of the encoder, the residual the features; without the cameras, one line.
+    residual = ["train", "--task", "reach", "--residual-on", f"bc:{run}", "--steps", "60",
+                "--eval-every", "60", "--eval-episodes", "1", "--no-progress",
+                "--loop.warmup-steps", "40", "--sac.hidden-dims", "32", "32",
+                "--sac.batch-size", "32"]  # fmt: skip
+    assert cli.main([*residual, "--run-dir", str(tmp_path / "none")]) == 2
+    assert "this policy sees cameras ['front', 'wrist'] through its encoder" in (
+        capsys.readouterr().err
+    )
+    assert cli.main([*residual, "--encoder", str(enc), *PIXELS_ONLY, "--run-dir",
+                     str(tmp_path / "res")]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "res"), "--episodes", "1"]) == 0
+    out = capsys.readouterr()
+    assert f"base bc:{run} alone: 1 episodes" in out.out + out.err
 
 
 def test_bad_encoder_inputs_get_one_line(
@@ -118,9 +134,8 @@ def test_bad_encoder_inputs_get_one_line(
     assert "is not a handrail image encoder" in capsys.readouterr().err
     assert cli.main([*base, "--task", "Pendulum-v1", "--encoder", str(enc)]) == 2
     assert "Dict observation holding the cameras ['front', 'wrist']" in capsys.readouterr().err
-    assert cli.main([*base, "--task", "reach", "--encoder", str(enc), "--residual-on",
-                     "scripted"]) == 2  # fmt: skip
-    assert "--encoder with --residual-on is not supported yet" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "reach", "--encoder", str(enc), "--actors", "2"]) == 2
+    assert "--actors 2: not with --encoder; train with --actors 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
     assert cli.main(["bc", "--demos", str(store), "--encoder", str(tmp_path), "--run-dir",
                      str(tmp_path / "b")]) == 2  # fmt: skip

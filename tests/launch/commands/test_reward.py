@@ -91,6 +91,9 @@ def test_bad_reward_inputs_get_one_line(
     assert "Dict observation holding the cameras ['front']" in capsys.readouterr().err
     assert cli.main([*base, "--task", "reach", "--reward", "sparse"]) == 2
     assert "give task, or classifier:PATH" in capsys.readouterr().err
+    assert cli.main([*base, "--task", "reach", "--reward", f"classifier:{clf}", "--actors",
+                     "2"]) == 2  # fmt: skip
+    assert f"--actors 2: not with --reward classifier:{clf}" in capsys.readouterr().err
     no_camera = tmp_path / "nocam"
     assert cli.main(["record", "--task", "reach", "--episodes", "1", "--out",
                      str(no_camera)]) == 0  # fmt: skip
