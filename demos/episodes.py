@@ -247,13 +247,15 @@ def export_store(
 
 
 def write_store(
-    path: str | Path, meta: StoreMeta, episodes: Iterable[Episode], *, overwrite: bool = False
-) -> int:
+    path: str | Path, meta: StoreMeta, episodes: Iterable[Episode], *, overwrite: bool = False,
+    labels: Any = None,
+) -> int:  # fmt: skip
     """Creates a new store at ``path`` holding ``episodes``; returns how many were written.
 
     The store is built beside ``path`` and moved there only when complete: a failure (a full
     disk, a bad episode, Ctrl-C) leaves ``path`` as it was, and ``episodes`` may be read from
-    the store being replaced.
+    the store being replaced. ``labels`` (:class:`~handrail.demos.labels.Labels`, one per step
+    of ``episodes``) go in with them.
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false.
@@ -263,11 +265,10 @@ def write_store(
     """
     count = 0
     try:
-        with (
-            staged_output(
-                path, overwrite=overwrite, check_old=check_replaceable_store, store=True
-            ) as out,
-            create_store(
+        with staged_output(
+            path, overwrite=overwrite, check_old=check_replaceable_store, store=True
+        ) as out:
+            with create_store(
                 out,
                 kind=meta.kind,
                 obs_fields=list(meta.obs_fields),
@@ -276,14 +277,17 @@ def write_store(
                 task=meta.task,
                 robot=meta.robot,
                 durable=False,  # staged_output fsyncs the whole store once, before the move
-            ) as writer,
-        ):
-            for ep in episodes:
-                require_finite_episode(
-                    count, ep.obs, ep.final_obs, ep.action, ep.policy_action, ep.reward
-                )
-                write_episode(writer, ep)
-                count += 1
+            ) as writer:
+                for ep in episodes:
+                    require_finite_episode(
+                        count, ep.obs, ep.final_obs, ep.action, ep.policy_action, ep.reward
+                    )
+                    write_episode(writer, ep)
+                    count += 1
+            if labels is not None:
+                from handrail.demos.labels import put_labels
+
+                put_labels(out, labels)
     except StoreWriteError as exc:  # it named the hidden folder, now gone: name the path
         raise StoreWriteError(
             f"cannot write {path}: {exc.reason}; nothing was written ({path} is as before)",

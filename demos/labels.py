@@ -164,21 +164,68 @@ def write_labels(path: str | Path, success: np.ndarray, *, by: str, method: str)
             return old
         entry = {"by": by, "method": method, "time": datetime.now(UTC).isoformat("T", "seconds")}
         merged = _merge(old, new, entry)
-        old_folder = (attrs.get("labels") or {}).get("path")
-        folder = _new_folder(root)
-        _write_arrays(root, folder, merged)
-        doc = json.loads(json.dumps(doc))
-        doc["attributes"]["labels"] = {
-            "num_steps": num_steps,
-            "path": folder,
-            "sources": list(merged.sources),
-        }
-        atomic_write_json(root / "zarr.json", doc)  # the commit point
-        # The folder the old record named stays, for a reader that read that record just now.
-        _remove_folders(root, keep={folder, str(old_folder)})
+        _commit(root, doc, merged)
     finally:
         lock.release()
     return merged
+
+
+def _commit(root: Path, doc: dict[str, Any], labels: Labels) -> None:
+    """Write ``labels`` (one per committed step) and point the root record at them; the caller
+    holds the store's lock and read ``doc`` under it."""
+    attrs = doc["attributes"]
+    old_folder = (attrs.get("labels") or {}).get("path")
+    folder = _new_folder(root)
+    _write_arrays(root, folder, labels)
+    doc = json.loads(json.dumps(doc))
+    doc["attributes"]["labels"] = {
+        "num_steps": int(attrs["commit"]["num_steps"]),
+        "path": folder,
+        "sources": list(labels.sources),
+    }
+    atomic_write_json(root / "zarr.json", doc)  # the commit point
+    # The folder the old record named stays, for a reader that read that record just now.
+    _remove_folders(root, keep={folder, str(old_folder)})
+
+
+def gather_labels(parts: Sequence[tuple[str | Path, Sequence[int]]]) -> Labels:
+    """The labels of the episodes ``parts`` names (each source store and its episode ids), in
+    that order, as a store copied from them holds its steps (``demos filter`` and ``demos
+    merge``); who labelled each step is kept (:func:`put_labels` writes them)."""
+    success: list[np.ndarray] = []
+    source: list[np.ndarray] = []
+    sources: list[dict[str, Any]] = []
+    for path, ids in parts:
+        labels, reader = read_labels(path), EpisodeReader(path)
+        records = {r.id: r for r in reader.episodes}
+        spans = [np.arange(records[i].start, records[i].start + records[i].num_steps) for i in ids]
+        rows = np.concatenate([np.zeros(0, np.int64), *spans])
+        part = labels.source[rows]
+        success.append(labels.success[rows])
+        source.append(np.where(part >= 0, part + len(sources), -1))
+        sources.extend(labels.sources)
+    return _renumbered(np.concatenate(success).astype(np.int8), np.concatenate(source), sources)
+
+
+def put_labels(path: str | Path, labels: Labels) -> None:
+    """Give the store at ``path`` these labels, one per committed step (nothing is written
+    when no step is labelled).
+
+    Raises:
+        ValueError: the store holds another number of steps.
+    """
+    root = Path(path)
+    lock = StoreLock(root)
+    lock.acquire()
+    try:
+        doc = read_root_document(root)
+        num_steps = int(doc["attributes"]["commit"]["num_steps"])
+        if len(labels.success) != num_steps:
+            raise ValueError(f"{path} holds {num_steps} steps, the labels {len(labels.success)}")
+        if np.any(labels.success != UNLABELLED):
+            _commit(root, doc, labels)
+    finally:
+        lock.release()
 
 
 def check_writable(path: str | Path) -> None:
@@ -228,8 +275,13 @@ def _check_success(success: np.ndarray, num_steps: int) -> np.ndarray:
 def _merge(old: Labels, new: np.ndarray, entry: dict[str, Any]) -> Labels:
     """``new`` over ``old`` where it says something; sources no step refers to any more are
     dropped (and the indices renumbered), so the int8 index does not run out."""
-    sources = [*old.sources, entry]
-    source = np.where(new != UNLABELLED, len(old.sources), old.source).astype(np.int8)
+    source = np.where(new != UNLABELLED, len(old.sources), old.source)
+    success = np.where(new != UNLABELLED, new, old.success).astype(np.int8)
+    return _renumbered(success, source, [*old.sources, entry])
+
+
+def _renumbered(success: np.ndarray, source: np.ndarray, sources: Sequence[Any]) -> Labels:
+    """The labels with only the sources some step refers to, renumbered in order."""
     used = np.unique(source[source >= 0])
     if len(used) > _MAX_SOURCES:
         raise ValueError(
@@ -238,11 +290,7 @@ def _merge(old: Labels, new: np.ndarray, entry: dict[str, Any]) -> Labels:
         )
     renumber = np.full(len(sources) + 1, -1, np.int8)  # the last entry maps -1 to -1
     renumber[used] = np.arange(len(used), dtype=np.int8)
-    return Labels(
-        success=np.where(new != UNLABELLED, new, old.success).astype(np.int8),
-        source=renumber[source],
-        sources=tuple(sources[i] for i in used),
-    )
+    return Labels(success, renumber[source], tuple(sources[i] for i in used))
 
 
 def _new_folder(root: Path) -> str:

@@ -33,6 +33,7 @@ from handrail.demos.episodes import (
 )
 from handrail.demos.finite import require_finite
 from handrail.demos.format import INTERVENTION_SOURCES
+from handrail.demos.labels import gather_labels
 
 __all__ = [
     "INTERVENTION_NAMES",
@@ -348,7 +349,9 @@ def filter_store(
     )
     require_finite(reader, ids)
     selected = iter_store_episodes(reader, episodes=ids)
-    return write_store(out, store_meta(reader), (ep for _, ep in selected), overwrite=overwrite)
+    labels = gather_labels([(src, ids)])  # read before the store is replaced: out may be src
+    return write_store(out, store_meta(reader), (ep for _, ep in selected), overwrite=overwrite,
+                       labels=labels)  # fmt: skip
 
 
 def _spec_key(f: FieldSpec) -> tuple[str, str, tuple[int, ...], str]:
@@ -403,4 +406,6 @@ def merge_stores(srcs: Sequence[str | Path], out: str | Path, *, overwrite: bool
                 ep.task = ep.task or m.task
                 yield ep
 
-    return write_store(out, meta, all_episodes(), overwrite=overwrite)
+    labels = gather_labels([(src, [r.id for r in reader.episodes])
+                            for src, reader in zip(srcs, readers, strict=True)])  # fmt: skip
+    return write_store(out, meta, all_episodes(), overwrite=overwrite, labels=labels)

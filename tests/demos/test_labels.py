@@ -262,23 +262,47 @@ def test_a_rollback_takes_the_dropped_steps_labels_with_it(store: Path) -> None:
     np.testing.assert_array_equal(read_labels(store).success, [F, F, F, F, F, F, S, U, U, U])
 
 
-def test_a_labelled_store_validates_and_filters(store: Path, tmp_path: Path) -> None:
-    write_labels(store, labels_from_success(open_store(store)), by="a", method="success")
+def _two_labellings(store: Path) -> None:
+    """Episode 0 (3 steps) labelled by "a"; episodes 1 and 2 (4 and 2 steps) by "b", who left
+    step 3 unlabelled."""
+    write_labels(store, np.array([F, F, F, U, U, U, U, U, U], np.int8), by="a", method="success")
+    write_labels(store, np.array([U, U, U, U, F, F, S, F, S], np.int8), by="b", method="reward")
+
+
+def test_a_labelled_store_validates_and_filters_with_its_labels(
+    store: Path, tmp_path: Path
+) -> None:
+    _two_labellings(store)
     assert validate_store(store) == []
     sub = tmp_path / "sub"
-    assert filter_store(store, sub, episodes=[1, 2]) == 2
-    assert validate_store(sub) == [] and open_store(sub).num_steps == 6
-    assert read_labels(sub).sources == ()  # a new store: the labels are not carried over
-    assert read_labels(store).counts() == {"success": 2, "failure": 7, "unlabelled": 0}
+    assert filter_store(store, sub, episodes=[0, 2]) == 2
+    assert validate_store(sub) == [] and open_store(sub).num_steps == 5
+    copied = read_labels(sub)  # each step's label, and who set it, comes along
+    assert copied.success.tolist() == [F, F, F, F, S]
+    assert [copied.sources[i]["by"] for i in copied.source] == ["a", "a", "a", "b", "b"]
+    only_b = tmp_path / "only_b"
+    assert filter_store(store, only_b, episodes=[1]) == 1
+    assert read_labels(only_b).success.tolist() == [U, F, F, S]
+    assert [s["by"] for s in read_labels(only_b).sources] == ["b"]  # "a" labelled none of it
+    assert filter_store(store, store, episodes=[2, 0], overwrite=True) == 2  # in place
+    assert read_labels(store).success.tolist() == [F, S, F, F, F]
+    unlabelled = make_store(tmp_path / "plain", [dict(steps=3, success=True)])
+    assert filter_store(unlabelled, tmp_path / "plain_sub") == 1
+    assert read_labels(tmp_path / "plain_sub").sources == ()
 
 
-def test_a_labelled_store_merges_and_exports(store: Path, tmp_path: Path) -> None:
+def test_a_labelled_store_merges_with_its_labels_and_exports(store: Path, tmp_path: Path) -> None:
     from handrail.demos.io.robomimic import export_robomimic
 
-    write_labels(store, labels_from_success(open_store(store)), by="a", method="success")
-    assert merge_stores([store, store], tmp_path / "m") == 6
+    _two_labellings(store)
+    plain = make_store(tmp_path / "plain", [dict(steps=2, success=True)])
+    assert merge_stores([store, plain, store], tmp_path / "m") == 7
+    merged = read_labels(tmp_path / "m")
+    want = [F, F, F, U, F, F, S, F, S]
+    assert merged.success.tolist() == [*want, U, U, *want]
+    assert [s["by"] for s in merged.sources] == ["a", "b", "a", "b"]  # per source store
+    assert validate_store(tmp_path / "m") == []
     assert export_robomimic(store, tmp_path / "d.hdf5").episodes == 3
-    assert read_labels(store).counts() == {"success": 2, "failure": 7, "unlabelled": 0}
 
 
 def test_a_recorder_writing_the_store_blocks_labelling(store: Path) -> None:
