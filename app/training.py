@@ -135,8 +135,9 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
                                   keep_cameras=encoder is not None)  # fmt: skip
     eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     base = None
-    if cfg.residual_on is not None:  # the base's action joins every observation (the base
-        env, eval_env, base = with_base(cfg, env, eval_env)  # sees the cameras, if any)
+    if cfg.residual_on is not None:  # the base's action joins every observation; the base
+        # sees the env's own observation (its cameras, if any), the residual the features
+        env, eval_env, base = with_base(cfg, env, eval_env)
     env, eval_env = pixels.wrap(env, encoder), pixels.wrap(eval_env, encoder)
     demo_cfg = dataclasses.replace(cfg, env_kwargs=format_env_kwargs(env_kwargs))
 
