@@ -188,17 +188,18 @@ def _commit(root: Path, doc: dict[str, Any], labels: Labels) -> None:
     _remove_folders(root, keep={folder, str(old_folder)})
 
 
-def gather_labels(parts: Sequence[tuple[str | Path, Sequence[int]]]) -> Labels:
-    """The labels of the episodes ``parts`` names (each source store and its episode ids), in
-    that order, as a store copied from them holds its steps (``demos filter`` and ``demos
-    merge``); who labelled each step is kept (:func:`put_labels` writes them)."""
+def gather_labels(parts: Sequence[tuple[EpisodeReader, Sequence[int]]]) -> Labels:
+    """The labels of the episodes ``parts`` names (each source store's reader and its episode
+    ids), in that order, as a store copied from them holds its steps (``demos filter`` and
+    ``demos merge``); who labelled each step is kept (:func:`put_labels` writes them). Each
+    store's labels are read from the reader's own snapshot."""
     success: list[np.ndarray] = []
     source: list[np.ndarray] = []
     sources: list[dict[str, Any]] = []
-    for path, ids in parts:
-        labels, reader = read_labels(path), EpisodeReader(path)
-        records = {r.id: r for r in reader.episodes}
-        spans = [np.arange(records[i].start, records[i].start + records[i].num_steps) for i in ids]
+    for reader, ids in parts:
+        labels = _labels_of(reader.path, reader.attrs, reader.num_steps)
+        spans = [np.arange(reader.episodes[i].start, reader.episodes[i].start
+                           + reader.episodes[i].num_steps) for i in ids]  # fmt: skip
         rows = np.concatenate([np.zeros(0, np.int64), *spans])
         part = labels.source[rows]
         success.append(labels.success[rows])

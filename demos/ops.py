@@ -349,7 +349,7 @@ def filter_store(
     )
     require_finite(reader, ids)
     selected = iter_store_episodes(reader, episodes=ids)
-    labels = gather_labels([(src, ids)])  # read before the store is replaced: out may be src
+    labels = gather_labels([(reader, ids)])  # read before the store is replaced: out may be src
     return write_store(out, store_meta(reader), (ep for _, ep in selected), overwrite=overwrite,
                        labels=labels)  # fmt: skip
 
@@ -406,6 +406,5 @@ def merge_stores(srcs: Sequence[str | Path], out: str | Path, *, overwrite: bool
                 ep.task = ep.task or m.task
                 yield ep
 
-    labels = gather_labels([(src, [r.id for r in reader.episodes])
-                            for src, reader in zip(srcs, readers, strict=True)])  # fmt: skip
+    labels = gather_labels([(reader, reader.select()) for reader in readers])
     return write_store(out, meta, all_episodes(), overwrite=overwrite, labels=labels)
