@@ -24,8 +24,9 @@ from handrail.control.step import Step
 
 
 def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
-    """``cfg`` with the encoder's cameras in its env settings: they are the run's own
-    (config.json), since whatever loads its policy later must render them."""
+    """``cfg`` with the cameras of ``encoder`` (an image encoder, or its
+    :func:`cameras_of`) in its env settings: they are the run's own (config.json), since
+    whatever loads its policy later must render them."""
     if encoder is None:
         return cfg
     from handrail.app.config import format_env_kwargs
@@ -33,6 +34,19 @@ def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
 
     kwargs = format_env_kwargs(with_cameras(cfg.task, cfg.env, encoder))
     return dataclasses.replace(cfg, env_kwargs=kwargs)
+
+
+def cameras_of(path: Path | None) -> Any:
+    """What the encoder at ``path`` reads (None for None), from its record alone, or a
+    one-line ValueError."""
+    if path is None:
+        return None
+    from handrail.learners.agents.encoder import EncoderCameras
+
+    try:
+        return EncoderCameras(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--encoder {path}: {exc}") from exc
 
 
 def load(path: Path | None) -> Any:

@@ -424,7 +424,24 @@ def save_encoder(
     return path
 
 
-class ImageEncoder:
+class EncoderCameras:
+    """What a saved encoder reads (its ``cameras`` and their ``frame_shapes``), from its record
+    alone: no network is built.
+
+    Raises (on load):
+        ValueError: the folder is not a handrail image encoder of this version.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.meta = read_model_meta(self.path, META_FILE, kind="image_encoder",
+                                    version=FORMAT_VERSION, what="image encoder", short="encoder",
+                                    make="handrail encoder train --demos STORE --out PATH")  # fmt: skip
+        self.cameras: tuple[str, ...] = tuple(self.meta["cameras"])
+        self.frame_shapes = {c: tuple(s) for c, s in self.meta["frame_shapes"].items()}
+
+
+class ImageEncoder(EncoderCameras):
     """A saved encoder: observations (dicts holding its cameras) -> features.
 
     Raises (on load):
@@ -432,15 +449,9 @@ class ImageEncoder:
     """
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        meta = read_model_meta(path, META_FILE, kind="image_encoder", version=FORMAT_VERSION,
-                               what="image encoder", short="encoder",
-                               make="handrail encoder train --demos STORE --out PATH")  # fmt: skip
-        self.path = path
-        self.meta = meta
+        super().__init__(path)
+        meta = self.meta
         self.config = EncoderConfig.from_json(meta["config"])
-        self.cameras: tuple[str, ...] = tuple(meta["cameras"])
-        self.frame_shapes = {c: tuple(s) for c, s in meta["frame_shapes"].items()}
         self.dim = int(meta["features"])
         net = _net(self.config, self.cameras, self.frame_shapes, int(meta["action_dim"]),
                    int(meta["goal_dim"]))  # fmt: skip
@@ -448,7 +459,9 @@ class ImageEncoder:
         template = net.init(jax.random.PRNGKey(0),
                             {c: jnp.zeros((1, s, s, self.frame_shapes[c][-1]), jnp.uint8)
                              for c in self.cameras})["params"]  # fmt: skip
-        self.params = flax.serialization.from_bytes(template, (path / PARAMS_FILE).read_bytes())
+        self.params = flax.serialization.from_bytes(
+            template, (self.path / PARAMS_FILE).read_bytes()
+        )
         self.net = net
         self._encode = jax.jit(
             lambda p, frames: net.apply({"params": p}, frames, method=EncoderNet.encode)
