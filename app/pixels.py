@@ -25,7 +25,7 @@ from handrail.control.step import Step
 
 def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
     """``cfg`` with the cameras of ``encoder`` (an image encoder, or its
-    :func:`cameras_of`) in its env settings: they are the run's own (config.json), since
+    :func:`load` ``cameras_only``) in its env settings: they are the run's own (config.json), since
     whatever loads its policy later must render them."""
     if encoder is None:
         return cfg
@@ -36,27 +36,16 @@ def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
     return dataclasses.replace(cfg, env_kwargs=kwargs)
 
 
-def cameras_of(path: Path | None) -> Any:
-    """What the encoder at ``path`` reads (None for None), from its record alone, or a
-    one-line ValueError."""
+def load(path: Path | None, *, cameras_only: bool = False) -> Any:
+    """The image encoder at ``path`` (None for None; ``cameras_only``: its
+    :class:`~handrail.learners.agents.encoder.EncoderCameras`, no network), or a one-line
+    ValueError."""
     if path is None:
         return None
-    from handrail.learners.agents.encoder import EncoderCameras
+    from handrail.learners.agents.encoder import EncoderCameras, ImageEncoder
 
     try:
-        return EncoderCameras(path)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--encoder {path}: {exc}") from exc
-
-
-def load(path: Path | None) -> Any:
-    """The image encoder at ``path`` (None for None), or a one-line ValueError."""
-    if path is None:
-        return None
-    from handrail.learners.agents.encoder import ImageEncoder
-
-    try:
-        return ImageEncoder(path)
+        return (EncoderCameras if cameras_only else ImageEncoder)(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"--encoder {path}: {exc}") from exc
 

@@ -94,7 +94,7 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
         )
     default = preset(config.task, residual_on=config.residual_on, human=config.human)
     # The same command again: an encoder run saved the encoder's cameras in its env settings.
-    given = pixels.with_encoder_cameras(config, pixels.cameras_of(config.encoder))
+    given = pixels.with_encoder_cameras(config, pixels.load(config.encoder, cameras_only=True))
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
                and getattr(given, f.name) != getattr(saved, f.name)]  # fmt: skip
