@@ -396,7 +396,8 @@ def _pow2(n: int) -> int:
 
 
 # Jitted bodies live at module level with the learner as a static argument, so every Learner
-# built on the same SAC shares one compilation (tests and resumes build several).
+# built on an equal SAC (the same specs, config and pairs) shares one compilation (tests and
+# resumes build several).
 
 
 def update_block(
