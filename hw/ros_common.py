@@ -9,6 +9,7 @@ lists them by executable name.
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ __all__ = [
     "control_loop_process",
     "declare_parameters",
     "run_node",
+    "watch_the_stop",
 ]
 
 STATE_QOS = QoSProfile(
@@ -232,6 +234,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
     )
     executor.add_node(node)
+    watch_the_stop(node.context, STOP_GRACE_S)
     # rclpy's own handlers turn SIGINT and SIGTERM into a shutdown: spin() returns.
     try:
         executor.spin()
@@ -246,6 +249,30 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         close = getattr(node, "close", None)
         if callable(close):
             close()
+        executor.shutdown(timeout_sec=STOP_GRACE_S)
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+
+
+STOP_GRACE_S = 4.0
+"""How long a node may take to exit once rclpy shut down; :func:`watch_the_stop` ends it after.
+Shorter than ``handrail launch``'s 5 s before it escalates to SIGTERM."""
+
+
+def watch_the_stop(context: Any, grace_s: float = STOP_GRACE_S) -> None:
+    """Once ``context`` shuts down (SIGINT, SIGTERM), give the process ``grace_s`` to exit; past
+    that, print every thread's stack to stderr and exit with code 1.
+
+    A node stuck in its teardown ignores SIGTERM too: rclpy's handler only shuts down a context
+    that is already down. ``handrail launch`` then had to SIGKILL it (CI saw this once from an
+    idle ``reset_node``), with nothing saying where it hung. The dump is faulthandler's, from a
+    native thread that needs no Python lock, so it fires even if the hang holds one.
+    """
+
+    def watch() -> None:
+        while context.ok():
+            time.sleep(0.1)
+        faulthandler.dump_traceback_later(grace_s, exit=True)
+
+    threading.Thread(target=watch, name="stop-watch", daemon=True).start()

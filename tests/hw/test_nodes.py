@@ -209,6 +209,44 @@ print(json.dumps(results))
         assert run["code"] == 0 and "Traceback" not in run["err"], run
 
 
+def test_a_node_stuck_after_the_stop_says_where_and_exits(ros):
+    # A node whose teardown hangs ignores SIGTERM as well (rclpy's handler only shuts down what
+    # is already down); `handrail launch` had to SIGKILL an idle reset_node so, once, in CI, with
+    # no word of where it hung. run_node's watch gives it the grace, then dumps the stacks.
+    out = ros(
+        r"""
+import json, signal, subprocess, sys, time
+node = r'''
+import threading, time
+from rclpy.node import Node
+import handrail.hw.ros_common as common
+
+class Stuck(Node):
+    def __init__(self):
+        super().__init__("stuck")
+        print("ready", flush=True)
+
+    def close(self):
+        threading.Event().wait()  # never set: a teardown that never ends
+
+common.STOP_GRACE_S = 1.0
+common.run_node(Stuck)
+'''
+proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+assert proc.stdout.readline().strip() == "ready"
+time.sleep(0.5)  # spinning
+proc.send_signal(signal.SIGINT)
+start = time.monotonic()
+_, err = proc.communicate(timeout=30)
+print(json.dumps({"code": proc.returncode, "seconds": time.monotonic() - start, "err": err[-3000:]}))
+"""
+    )
+    assert out["code"] == 1, out
+    assert out["seconds"] < 10, out
+    assert "Timeout (0:00:01)" in out["err"] and "in close" in out["err"], out["err"]
+
+
 def test_a_stale_observation_holds_the_arm_and_names_the_topic(ros):
     # RosArmEnv on the wall clock against sim_robot; sim_robot is then frozen (SIGSTOP), so no
     # message is newer than the age limit at the end of the next step. The limit is 1 s, not the
