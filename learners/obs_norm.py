@@ -25,7 +25,8 @@ gripper) by its number of columns; with one key, every column's spread is 1 on a
 Bounded: normalised values are clipped at +-:data:`BOUND` times the key's spread (one outlier
 cannot push a network's input off by more than that).
 Columns left as they are (shift 0, scale 1, no bound): a residual's base action (already in
-[-1, 1]) and every column of a learner trained without normalisation.
+[-1, 1]), camera frames (the image encoder scales them) and every column of a learner trained
+without normalisation.
 
 Where to go next, found in the demonstrations: a task brings some things together (the gripper
 to the object, the object to its goal), and a network given only where each thing is must learn
@@ -105,6 +106,7 @@ def meeting_pairs(
     start, end = obs[np.asarray(first, bool)], obs[np.asarray(final, bool)]
     if len(start) < 2 or len(start) != len(end) or not np.isfinite(obs).all():
         return ()
+    keep = (*keep, *spec.images)  # camera frames: pixels meet nothing
     skip = {c for key, cols in spec.slices() if key in keep for c in range(spec.dim)[cols]}
     columns = [c for c in range(spec.dim) if c not in skip]
     spread = obs.std(axis=0)
@@ -143,7 +145,7 @@ def input_spec(spec: ObsSpec, pairs: Pairs) -> ObsSpec:
     """The spec of :func:`extend`'s output: ``spec`` and one key of the differences."""
     if not pairs:
         return spec
-    return ObsSpec((*spec.keys, RELATIVE_KEY), (*spec.shapes, (len(pairs),)))
+    return ObsSpec((*spec.keys, RELATIVE_KEY), (*spec.shapes, (len(pairs),)), spec.images)
 
 
 def pair_names(spec: ObsSpec, pairs: Pairs) -> list[str]:
@@ -177,6 +179,7 @@ def fit(
             "raise --loop.warmup-steps or give demonstrations (or --loop.no-normalize-obs)"
         )
     norm = identity(spec.dim)
+    keep = (*keep, *spec.images)  # camera frames go to the encoder as they are
     chosen = [(key, cols) for key, cols in spec.slices()
               if key not in keep and (only is None or key in only)]  # fmt: skip
     share = sum(cols.stop - cols.start for _, cols in chosen) / max(len(chosen), 1)

@@ -32,10 +32,23 @@ class ObsSpec:
     """Observation keys in flattening order (``("obs",)`` for a plain Box space)."""
     shapes: tuple[tuple[int, ...], ...]
     """Shape of one observation per key (without leading batch dims)."""
+    images: tuple[str, ...] = ()
+    """Keys that are camera frames ``(H, W, C)`` (uint8, 0..255 in the flat vector as float32),
+    for a learner with an image encoder: never normalised, read through the encoder."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(str(k) for k in self.keys))
         object.__setattr__(self, "shapes", tuple(tuple(int(d) for d in s) for s in self.shapes))
+        object.__setattr__(self, "images", tuple(str(k) for k in self.images))
+        for key in self.images:
+            if key not in self.keys:
+                raise ValueError(f"ObsSpec: image key {key!r} is not one of the keys {self.keys}")
+            shape = self.shapes[self.keys.index(key)]
+            if len(shape) != 3 or shape[-1] not in (1, 3, 4):
+                raise ValueError(
+                    f"ObsSpec: image key {key!r} has shape {shape}; a camera frame is (H, W, C) "
+                    "with C in 1, 3, 4"
+                )
         if len(self.keys) != len(self.shapes):
             raise ValueError(
                 f"ObsSpec: keys has {len(self.keys)} entries but shapes has {len(self.shapes)}; "
@@ -59,13 +72,29 @@ class ObsSpec:
             start += math.prod(shape)
         return out
 
+    def image_slices(self) -> list[tuple[str, slice, tuple[int, ...]]]:
+        """Each image key, its columns in the flat observation and its frame shape."""
+        columns = dict(self.slices())
+        return [(k, columns[k], self.shapes[self.keys.index(k)]) for k in self.images]
+
+    def state_columns(self) -> np.ndarray:
+        """The flat observation's columns that are not camera frames, in order."""
+        return np.asarray(
+            [c for k, cols in self.slices() if k not in self.images
+             for c in range(cols.start, cols.stop)], np.int64,
+        )  # fmt: skip
+
     @classmethod
-    def from_space(cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = ()) -> ObsSpec:
+    def from_space(
+        cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = (), images: bool = False
+    ) -> ObsSpec:
         """Spec of a Box or Dict-of-Box space, every key in the space's order.
 
         Args:
             space: the env's observation space.
             ignore: Dict keys to leave out (e.g. camera images a state learner cannot use).
+            images: keep uint8 camera keys as :attr:`images` (a learner with an image encoder
+                reads them); else they are refused, naming how to leave them out.
 
         Raises:
             TypeError: for a key the learner cannot use (an image, a non-Box space), naming it
@@ -89,11 +118,13 @@ class ObsSpec:
             raise ValueError(
                 f"ObsSpec: cannot ignore {unknown}: the observation has keys {list(space.spaces)}"
             )
-        keys, shapes = [], []
+        keys, shapes, cameras = [], [], []
         for key, sub in space.spaces.items():
             if key in ignore:
                 continue
-            if not isinstance(sub, gym.spaces.Box) or _is_image(sub):
+            if images and isinstance(sub, gym.spaces.Box) and _is_image(sub):
+                cameras.append(key)
+            elif not isinstance(sub, gym.spaces.Box) or _is_image(sub):
                 what = "a uint8 camera image" if isinstance(sub, gym.spaces.Box) else str(sub)
                 raise TypeError(
                     f"observation key {key!r} is {what}, which the state learner cannot use; "
@@ -105,7 +136,7 @@ class ObsSpec:
             raise TypeError(
                 f"ObsSpec: Dict observation space {space} has no key left for the learner"
             )
-        return cls(keys=tuple(keys), shapes=tuple(shapes))
+        return cls(keys=tuple(keys), shapes=tuple(shapes), images=tuple(cameras))
 
     def flatten(self, obs: Mapping[str, Any] | np.ndarray) -> np.ndarray:
         """Concatenate one observation (or a batch with leading dims) into float32 (..., dim)."""
@@ -147,13 +178,17 @@ class ObsSpec:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict (see :meth:`from_json`)."""
-        return {"keys": list(self.keys), "shapes": [list(s) for s in self.shapes]}
+        out: dict[str, Any] = {"keys": list(self.keys), "shapes": [list(s) for s in self.shapes]}
+        if self.images:  # absent for state learners: their records stay as they were
+            out["images"] = list(self.images)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> ObsSpec:
         """Inverse of :meth:`to_json`; also accepts the JSON text."""
         doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
-        return cls(keys=tuple(doc["keys"]), shapes=tuple(tuple(s) for s in doc["shapes"]))
+        return cls(keys=tuple(doc["keys"]), shapes=tuple(tuple(s) for s in doc["shapes"]),
+                   images=tuple(doc.get("images", ())))  # fmt: skip
 
 
 @dataclass(frozen=True)

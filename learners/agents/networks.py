@@ -1,4 +1,5 @@
-"""Flax modules for SAC: an MLP, a LayerNorm critic ensemble and a tanh-Gaussian actor.
+"""Flax modules for SAC: an MLP, a LayerNorm critic ensemble, a tanh-Gaussian actor and the
+camera encoders.
 
 Networks only build modules and the action distribution's maths; losses live in
 ``losses.py`` and take the params explicitly.
@@ -124,3 +125,24 @@ class ConvEncoder(nn.Module):
         x = nn.Dense(self.features, kernel_init=nn.initializers.xavier_uniform())(x)
         x = jnp.tanh(nn.LayerNorm()(x))
         return x.reshape((*lead, self.features))
+
+
+class CameraEncoders(nn.Module):
+    """uint8 frames of each camera ``(..., H, W, C)`` -> one feature vector: a
+    :class:`ConvEncoder` per camera (cameras see different things), features concatenated in
+    ``cameras`` order."""
+
+    cameras: Sequence[str]
+    channels: Sequence[int] = (32, 32, 32, 32)
+    strides: Sequence[int] = (2, 2, 2, 1)
+    features: int = 64
+
+    @nn.compact
+    def __call__(self, frames: Sequence[jax.Array]) -> jax.Array:
+        parts = [
+            ConvEncoder(self.channels, self.strides, self.features, name=f"camera_{cam}")(
+                frame.astype(jnp.float32) / 255.0
+            )
+            for cam, frame in zip(self.cameras, frames, strict=True)
+        ]
+        return jnp.concatenate(parts, axis=-1)

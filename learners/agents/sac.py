@@ -26,7 +26,13 @@ from handrail.control.base_policy import BASE_ACTION_KEY
 from handrail.learners import obs_norm
 from handrail.learners.agents import losses
 from handrail.learners.agents.losses import Batch
-from handrail.learners.agents.networks import Actor, CriticEnsemble, tanh_gaussian_sample
+from handrail.learners.agents.networks import (
+    Actor,
+    CameraEncoders,
+    CriticEnsemble,
+    tanh_gaussian_sample,
+)
+from handrail.learners.images import random_shift
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 
@@ -114,9 +120,22 @@ class SACConfig:
     actor_delay_blocks: int = 0
     """Update blocks with critic steps only before the actor (and temperature) start learning
     (a residual's critic learns the base policy's values first)."""
+    image_features: int = 64
+    """Camera observations: features per camera of the image encoder (a ConvEncoder per
+    camera, shared by the critics and trained through their loss; the actor reads its features
+    with the gradient stopped, as DrQ-v2 and RLPD do)."""
+    image_channels: tuple[int, ...] = (32, 32, 32, 32)
+    """Camera observations: channels of each 3x3 convolution of the image encoder."""
+    image_strides: tuple[int, ...] = (2, 2, 2, 1)
+    """Camera observations: the stride of each convolution (as many as ``image_channels``)."""
+    image_shift: int = 4
+    """Camera observations: each update shifts every sampled frame by its own random offset of
+    up to this many pixels (DrQ's augmentation; 0 = off); acting never does."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
+        object.__setattr__(self, "image_channels", tuple(int(c) for c in self.image_channels))
+        object.__setattr__(self, "image_strides", tuple(int(c) for c in self.image_strides))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
             "num_critics": self.num_critics >= 1,
@@ -144,6 +163,11 @@ class SACConfig:
             "residual_q_margin": self.residual_q_margin >= 0.0,
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
             "late_entropy_blocks": self.late_entropy_blocks >= 0,
+            "image_features": self.image_features >= 1,
+            "image_channels": bool(self.image_channels) and min(self.image_channels) >= 1,
+            "image_strides": len(self.image_strides) == len(self.image_channels)
+            and min(self.image_strides, default=0) >= 1,
+            "image_shift": self.image_shift >= 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -155,7 +179,8 @@ class SACConfig:
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
                 "residual_penalty >= 0 and only with residual_scale > 0, residual_q_filter off, "
                 "deploy or always, residual_q_margin >= 0, actor_delay_blocks and "
-                "late_entropy_blocks >= 0)"
+                "late_entropy_blocks >= 0, image_features >= 1, one stride >= 1 per image "
+                "channel count >= 1, image_shift >= 0)"
             )
 
     @classmethod
@@ -184,7 +209,8 @@ class SACConfig:
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
         out = dataclasses.asdict(self)
-        out["hidden_dims"] = list(self.hidden_dims)
+        for name in ("hidden_dims", "image_channels", "image_strides"):
+            out[name] = list(out[name])
         return out
 
     @classmethod
@@ -194,7 +220,7 @@ class SACConfig:
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"SACConfig: unknown fields {sorted(unknown)}; valid: {sorted(names)}")
-        return cls(**{**data, "hidden_dims": tuple(data.get("hidden_dims", (256, 256)))})
+        return cls(**data)  # __post_init__ makes the JSON lists tuples
 
 
 @flax.struct.dataclass
@@ -286,6 +312,18 @@ class SAC:
         if self.critic_columns is not None and self.pairs:  # the differences come after
             extra = np.arange(obs_spec.dim, self.input_spec.dim)
             self.critic_columns = np.concatenate([self.critic_columns, extra])
+        self.cameras = obs_spec.images
+        if self.cameras and self.residual:
+            raise ValueError(
+                "SAC: residual RL on camera keys is not supported yet; give the residual the "
+                "encoder's features (handrail train --encoder PATH --residual-on BASE)"
+            )
+        if self.cameras:  # the encoder reads the frames; the networks its features and the rest
+            extra = np.arange(obs_spec.dim, self.input_spec.dim)  # differences of ``pairs``
+            self.state_columns = np.concatenate([obs_spec.state_columns(), extra])
+            self.encoder = CameraEncoders(
+                self.cameras, config.image_channels, config.image_strides, config.image_features
+            )
         self.actor = Actor(config.hidden_dims, action_spec.dim, zero_mean=self.residual)
         self.critic = CriticEnsemble(
             config.hidden_dims, config.num_critics, config.critic_layer_norm
@@ -371,8 +409,21 @@ class SAC:
         """What the critics see of a flat observation (a residual's critics: not the base)."""
         return obs if self.critic_columns is None else obs[..., self.critic_columns]
 
+    def features(self, encoder_params: Any, obs: jax.Array) -> jax.Array:
+        """What the actor's and critics' layers read of network-input ``obs`` with cameras: the
+        image encoder's features, then the other columns."""
+        frames = [
+            obs[..., cols].reshape((*obs.shape[:-1], *shape))
+            for _, cols, shape in self.obs_spec.image_slices()
+        ]
+        encoded: jax.Array = self.encoder.apply({"params": encoder_params}, frames)  # type: ignore[assignment]
+        return jnp.concatenate([encoded, obs[..., self.state_columns]], axis=-1)
+
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
-        """Q-values of all critics, shape (num_critics, ...)."""
+        """Q-values of all critics, shape (num_critics, ...); with cameras, the critics'
+        encoder (``critic_params["encoder"]``) is trained through this."""
+        if self.cameras:
+            obs, critic_params = self.features(critic_params["encoder"], obs), critic_params["q"]
         q: jax.Array = self.critic.apply({"params": critic_params}, self.critic_obs(obs), action)  # type: ignore[assignment]
         return q
 
@@ -382,7 +433,12 @@ class SAC:
         return q
 
     def _actor_out(self, actor_params: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(mean, log_std) of the Gaussian before the tanh."""
+        """(mean, log_std) of the Gaussian before the tanh. With cameras the actor reads the
+        critics' encoder (its copy, :meth:`share_encoder`) with the gradient stopped: the actor
+        loss never moves it."""
+        if self.cameras:
+            encoder = jax.lax.stop_gradient(actor_params["encoder"])
+            obs, actor_params = self.features(encoder, obs), actor_params["pi"]
         out: tuple[jax.Array, jax.Array] = self.actor.apply({"params": actor_params}, obs)  # type: ignore[assignment]
         return out
 
@@ -401,8 +457,22 @@ class SAC:
         key_actor, key_critic, rng = jax.random.split(key, 3)
         obs = jnp.zeros((1, self.input_spec.dim), jnp.float32)
         action = jnp.zeros((1, self.action_spec.dim), jnp.float32)
-        actor_params = self.actor.init(key_actor, obs)["params"]
-        critic_params = self.critic.init(key_critic, self.critic_obs(obs), action)["params"]
+        if self.cameras:
+            # rng is split again only here: agents without cameras keep their streams.
+            rng, key_encoder = jax.random.split(rng)
+            frames = [
+                jnp.zeros((1, *shape), jnp.uint8) for *_, shape in self.obs_spec.image_slices()
+            ]
+            encoder = self.encoder.init(key_encoder, frames)["params"]
+            inputs = self.features(encoder, obs)
+            actor_params = {"encoder": encoder, "pi": self.actor.init(key_actor, inputs)["params"]}
+            critic_params = {
+                "encoder": encoder,
+                "q": self.critic.init(key_critic, inputs, action)["params"],
+            }
+        else:
+            actor_params = self.actor.init(key_actor, obs)["params"]
+            critic_params = self.critic.init(key_critic, self.critic_obs(obs), action)["params"]
         log_temperature = jnp.asarray(np.log(self.config.init_temperature), jnp.float32)
         return SACState(
             actor_params=actor_params,
@@ -439,7 +509,9 @@ class SAC:
             backup_entropy=self.config.backup_entropy,
             subset_critic_fn=(
                 self.subset_critic_fn
-                if self.config.critic_subset < self.config.num_critics
+                # with cameras the encoder's leaves have no ensemble axis to gather along (and
+                # it costs more than the heads a subset saves)
+                if self.config.critic_subset < self.config.num_critics and not self.cameras
                 else None
             ),
         )
@@ -535,6 +607,7 @@ class SAC:
             jax.tree_util.tree_map(lambda x: x[None], batch),
             key,
         )
+        state = self.share_encoder(state)
         grad_fn = jax.value_and_grad(losses.bc_mse)
         bc, grads = grad_fn(state.actor_params, batch.obs, batch.action, mode_fn=self.mode_fn)
         updates, actor_opt = self.actor_tx.update(grads, state.actor_opt_state)
@@ -561,9 +634,13 @@ class SAC:
         """
         batch = self.normalize_batch(state, batch)
         rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+        if self.cameras:
+            key_critic, key_shift = jax.random.split(key_critic)
+            batch = self.augment(batch, key_shift)
         new, critic_metrics = self._critic_block(
             dataclasses.replace(state, rng=rng), batch, key_critic
         )
+        new = self.share_encoder(new)
         critic_only = dataclasses.replace(new, step=new.step + 1)
         new, actor_metrics = self._actor_block(new, batch, key_actor)
         if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
@@ -582,6 +659,35 @@ class SAC:
         new = dataclasses.replace(new, rng=rng)  # a skipped block still moves the RNG on
         metrics["update/nonfinite"] = 1.0 - finite.astype(jnp.float32)
         return new, metrics
+
+    def share_encoder(self, state: SACState) -> SACState:
+        """With cameras: the actor's copy of the encoder set to the critics' (after their
+        steps), so the actor and every policy published read what the critics learned."""
+        if not self.cameras:
+            return state
+        actor = {**state.actor_params, "encoder": state.critic_params["encoder"]}
+        return dataclasses.replace(state, actor_params=actor)
+
+    def augment(self, batch: Batch, key: jax.Array) -> Batch:
+        """``batch`` with every camera frame of ``obs`` and ``next_obs`` shifted by its own
+        random offset of up to ``config.image_shift`` pixels (DrQ); updates only."""
+        pad = self.config.image_shift
+        if not self.cameras or pad <= 0:
+            return batch
+
+        def shift(obs: jax.Array, key: jax.Array) -> jax.Array:
+            keys = jax.random.split(key, len(self.cameras))
+            lead = obs.shape[:-1]
+            for k, (_, cols, shape) in zip(keys, self.obs_spec.image_slices(), strict=True):
+                frames = obs[..., cols].reshape((-1, *shape))
+                moved = random_shift(frames, k, pad).reshape((*lead, cols.stop - cols.start))
+                obs = obs.at[..., cols].set(moved)
+            return obs
+
+        key_obs, key_next = jax.random.split(key)
+        return batch._replace(
+            obs=shift(batch.obs, key_obs), next_obs=shift(batch.next_obs, key_next)
+        )
 
     # -- acting -------------------------------------------------------------------------------
     def inputs(self, norm: obs_norm.ObsNorm, obs: Any) -> Any:

@@ -1,0 +1,159 @@
+"""SAC on camera keys: an encoder per camera shared by the critics and trained through their
+loss, the actor on its features with the gradient stopped, random shift in updates only."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from handrail.learners import obs_norm
+from handrail.learners.agents import losses
+from handrail.learners.agents.losses import Batch
+from handrail.learners.agents.sac import SAC, SACConfig
+from handrail.learners.specs import ActionSpec, ObsSpec
+
+SIZE = 12
+SPEC = ObsSpec(
+    keys=("front", "joints", "wrist"),
+    shapes=((SIZE, SIZE, 3), (3,), (SIZE, SIZE, 3)),
+    images=("front", "wrist"),
+)
+ACTIONS = ActionSpec(low=(-1.0, -1.0), high=(1.0, 1.0))
+UTD, BATCH = 2, 8
+
+
+def _sac(**overrides) -> SAC:
+    config = dict(hidden_dims=(32, 32), num_critics=2, utd=UTD, batch_size=BATCH,
+                  image_channels=(8, 8), image_strides=(2, 1), image_features=16)  # fmt: skip
+    return SAC(SPEC, ACTIONS, SACConfig(**{**config, **overrides}))
+
+
+def _obs(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
+    """Flat observations: random frames (0..255) and joints."""
+    parts = {
+        "front": rng.integers(0, 256, (*lead, SIZE, SIZE, 3), dtype=np.uint8),
+        "joints": rng.normal(size=(*lead, 3)).astype(np.float32),
+        "wrist": rng.integers(0, 256, (*lead, SIZE, SIZE, 3), dtype=np.uint8),
+    }
+    return SPEC.flatten(parts)
+
+
+def _batch(seed: int = 0) -> Batch:
+    rng = np.random.default_rng(seed)
+    lead = (UTD, BATCH)
+    return Batch(
+        obs=jnp.asarray(_obs(rng, lead)),
+        action=jnp.asarray(rng.uniform(-1, 1, (*lead, 2)), jnp.float32),
+        reward=jnp.asarray(rng.uniform(0, 1, lead), jnp.float32),
+        discount=jnp.full(lead, 0.99, jnp.float32),
+        next_obs=jnp.asarray(_obs(rng, lead)),
+        online=jnp.asarray(rng.uniform(size=lead) < 0.5),
+    )
+
+
+def _norm(tree) -> float:
+    return float(sum(jnp.sum(jnp.abs(x)) for x in jax.tree_util.tree_leaves(tree)))
+
+
+def test_the_spec_keeps_cameras_through_json_and_refuses_a_frame_that_is_not_one() -> None:
+    assert ObsSpec.from_json(SPEC.to_json()) == SPEC
+    assert "images" not in ObsSpec(("a",), ((3,),)).to_json()  # state records as they were
+    assert [k for k, *_ in SPEC.image_slices()] == ["front", "wrist"]
+    np.testing.assert_array_equal(SPEC.state_columns(), np.arange(3) + SIZE * SIZE * 3)
+    with pytest.raises(ValueError, match="image key 'joints' has shape \\(3,\\)"):
+        ObsSpec(keys=("joints",), shapes=((3,),), images=("joints",))
+    with pytest.raises(ValueError, match="image key 'side' is not one of the keys"):
+        ObsSpec(keys=("joints",), shapes=((3,),), images=("side",))
+
+
+def test_normalisation_and_pairs_leave_the_frames_alone() -> None:
+    rows = _obs(np.random.default_rng(0), (50,))
+    norm = obs_norm.fit(SPEC, rows)
+    frames = np.concatenate([np.arange(c.start, c.stop) for _, c, _ in SPEC.image_slices()])
+    assert np.all(norm["shift"][frames] == 0) and np.all(norm["scale"][frames] == 1)
+    assert np.all(np.isinf(norm["bound"][frames]))
+    assert np.all(np.isfinite(norm["bound"][SPEC.state_columns()]))  # the joints are scaled
+    first = np.zeros(50, bool)
+    first[::10] = True
+    final = np.roll(first, -1)
+    pairs = obs_norm.meeting_pairs(SPEC, rows, first, final)
+    assert all(i in SPEC.state_columns() and j in SPEC.state_columns() for i, j in pairs)
+
+
+def test_encoder_shapes_and_who_trains_it() -> None:
+    sac = _sac()
+    state = sac.init(jax.random.PRNGKey(0))
+    encoder = state.critic_params["encoder"]
+    assert set(encoder) == {"camera_front", "camera_wrist"}
+    batch = sac.normalize_batch(state, jax.tree_util.tree_map(lambda x: x[0], _batch()))
+    features = sac.features(encoder, batch.obs)
+    assert features.shape == (BATCH, 2 * 16 + 3)
+    assert sac.critic_fn(state.critic_params, batch.obs, batch.action).shape == (2, BATCH)
+
+    # The critic loss trains the encoder; the actor loss does not reach it.
+    critic_grads = jax.grad(lambda p: losses.critic_loss(
+        p, state.target_critic_params, jnp.float32(0.1), batch,
+        batch.action, jnp.zeros(BATCH), jax.random.PRNGKey(1),
+        critic_fn=sac.critic_fn, critic_subset=2)[0])(state.critic_params)  # fmt: skip
+    assert _norm(critic_grads["encoder"]) > 0
+    actor_grads = jax.grad(lambda p: losses.actor_loss(
+        p, state.critic_params, jnp.float32(0.1), batch, jax.random.PRNGKey(2),
+        policy_fn=sac.loss_policy_fn, critic_fn=sac.critic_fn)[0])(state.actor_params)  # fmt: skip
+    assert _norm(actor_grads["encoder"]) == 0 and _norm(actor_grads["pi"]) > 0
+
+
+def test_an_update_trains_the_critics_encoder_and_hands_it_to_the_actor() -> None:
+    sac = _sac()
+    state = sac.init(jax.random.PRNGKey(0))
+    new, metrics = sac.update(state, _batch())
+    assert float(metrics["update/nonfinite"]) == 0.0
+    before, after = state.critic_params["encoder"], new.critic_params["encoder"]
+    assert _norm(jax.tree_util.tree_map(jnp.subtract, after, before)) > 0
+    for a, b in zip(jax.tree_util.tree_leaves(new.actor_params["encoder"]),
+                    jax.tree_util.tree_leaves(after), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # What is published runs the new encoder: the deterministic action moved with it.
+    obs = _obs(np.random.default_rng(5), (4,))
+    key = jax.random.PRNGKey(0)
+    a0 = sac.act(state, obs, key, deterministic=True)
+    a1 = sac.act(new, obs, key, deterministic=True)
+    assert a0.shape == (4, 2) and np.all(np.abs(a1) <= 1) and not np.allclose(a0, a1)
+
+
+def test_the_shift_differs_per_sample_keeps_the_state_and_never_acts() -> None:
+    sac = _sac(image_shift=2)
+    batch = _batch()
+    # The same frame in every row, so any difference between rows is the shift's.
+    rng = np.random.default_rng(3)
+    one = _obs(rng, ())
+    obs = jnp.broadcast_to(jnp.asarray(one), batch.obs.shape)
+    shifted = sac.augment(batch._replace(obs=obs, next_obs=obs), jax.random.PRNGKey(0))
+    state_cols = SPEC.state_columns()
+    np.testing.assert_array_equal(np.asarray(shifted.obs[..., state_cols]),
+                                  np.asarray(obs[..., state_cols]))  # fmt: skip
+    for _, cols, shape in SPEC.image_slices():
+        frames = np.asarray(shifted.obs[..., cols]).reshape((-1, *shape))
+        distinct = {f.tobytes() for f in frames}
+        assert len(distinct) > len(frames) // 3  # 25 offsets: most of 16 rows differ
+        assert not np.array_equal(np.asarray(shifted.obs), np.asarray(shifted.next_obs))
+    assert _sac(image_shift=0).augment(batch, jax.random.PRNGKey(0)) is batch
+
+    # Acting reads the frames as they are: the same observation gives the same action.
+    state = sac.init(jax.random.PRNGKey(1))
+    many = np.broadcast_to(one, (16, one.shape[-1]))
+    actions = sac.act(state, many, jax.random.PRNGKey(2), deterministic=True)
+    np.testing.assert_allclose(actions, np.broadcast_to(actions[0], actions.shape), atol=1e-6)
+
+
+def test_pretraining_shares_the_encoder_and_cameras_refuse_a_residual() -> None:
+    sac = _sac()
+    state = sac.init(jax.random.PRNGKey(0))
+    new, _ = sac.pretrain_step(state, jax.tree_util.tree_map(lambda x: x[0], _batch()))
+    for a, b in zip(jax.tree_util.tree_leaves(new.actor_params["encoder"]),
+                    jax.tree_util.tree_leaves(new.critic_params["encoder"]), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    spec = ObsSpec((*SPEC.keys, "base_action"), (*SPEC.shapes, (2,)), SPEC.images)
+    with pytest.raises(ValueError, match="residual RL on camera keys is not supported yet"):
+        SAC(spec, ACTIONS, SACConfig(residual_scale=0.1))
