@@ -103,6 +103,13 @@ class TrainConfig:
     through: they become one feature key, ``camera_features``, beside the state keys (a handrail
     task renders the encoder's cameras at its frames' size; leave out object poses with
     --ignore-obs-keys to learn from cameras and proprioception alone)."""
+    pixels: bool = False
+    """Learn from the env's camera keys end to end: each camera through an encoder of the
+    agent's own, trained by the critics' loss with random shifts (DrQ, RLPD; ``--sac.image-*``),
+    its uint8 frames stored once in the replay. A handrail task renders the cameras of
+    ``--env-kwargs cameras=('front','wrist') image_size=64``. Needs a GPU to be quick; on a CPU
+    ``--encoder`` (frozen) is the faster path. Local SAC only (not --actors, --residual-on,
+    --encoder, --learner sb3|sbx)."""
     residual_on: str | None = None
     """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
     bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
@@ -431,6 +438,16 @@ def check_task_options(config: TrainConfig) -> None:
             f"--sac.residual-q-filter {config.sac.residual_q_filter} needs a base policy to fall "
             "back on: give --residual-on BASE, or leave the filter off"
         )
+    if config.pixels:
+        clash = [flag for flag, on in (("--residual-on", config.residual_on is not None),
+                                       ("--encoder", config.encoder is not None),
+                                       (f"--learner {config.learner}", config.learner != "jax"))
+                 if on]  # fmt: skip
+        if clash:
+            raise ValueError(
+                f"--pixels: not with {', '.join(clash)} (the agent's own encoder reads the "
+                "cameras); use --encoder PATH alone for a frozen one"
+            )
     if config.expert_demos and config.task not in HANDRAIL_TASKS:
         raise ValueError(
             f"--expert-demos needs a handrail task {HANDRAIL_TASKS} (they have scripted "

@@ -308,7 +308,14 @@ def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
     from handrail.learners.specs import ActionSpec, ObsSpec
 
     try:
-        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys)
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys,
+                                      images=getattr(cfg, "pixels", False))  # fmt: skip
+        obs_spec.state_spec()  # cameras alone: name it here
+        if getattr(cfg, "pixels", False) and not obs_spec.images:
+            raise ValueError(
+                "--pixels: the observation has no camera key (uint8 H x W x 3); a handrail "
+                "task renders them with --env-kwargs cameras=('front','wrist') image_size=64"
+            )
         return obs_spec, ActionSpec.from_space(env.action_space)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--task {cfg.task!r}: {exc}") from exc

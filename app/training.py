@@ -132,7 +132,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
     if cfg.record is not None and (classifier is not None or encoder is not None):
         env = camera_tap = pixels.CameraTap(env)
     env = rewards.with_classifier(cfg, env, classifier,
-                                  keep_cameras=encoder is not None)  # fmt: skip
+                                  keep_cameras=encoder is not None or cfg.pixels)  # fmt: skip
     eval_env = make_env(cfg.task, render_mode="rgb_array" if cfg.video else None, **cfg.env)
     base = None
     if cfg.residual_on is not None:  # the base's action joins every observation; the base

@@ -122,7 +122,8 @@ def to_rows(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Rows:
     Returns:
         :class:`~handrail.learners.replay.Rows` for one insert into the ``demos`` segment.
     """
-    tr = to_transitions(data, obs_spec, action_spec)
+    check_fields(data, obs_spec, action_spec)
+    tr = to_transitions(data, obs_spec.state_spec(), action_spec)  # frames below, as they are
     lengths = tr.episode_lengths
     steps, episodes = len(tr), len(lengths)
     ends = np.cumsum(lengths)  # one past each episode's last step, in step numbering
@@ -130,7 +131,7 @@ def to_rows(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Rows:
     step_pos = np.arange(steps) + episode_of_step  # every earlier episode added a final row
     final_pos = ends + np.arange(episodes)
     total = steps + episodes
-    obs = np.zeros((total, obs_spec.dim), np.float32)
+    obs = np.zeros((total, obs_spec.state_spec().dim), np.float32)
     action = np.zeros((total, action_spec.dim), np.float32)
     reward = np.zeros(total, np.float32)
     terminated, final, first = (np.zeros(total, bool) for _ in range(3))
@@ -139,6 +140,14 @@ def to_rows(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Rows:
     obs[final_pos] = tr.next_obs[ends - 1]
     final[final_pos] = True
     first[step_pos[np.concatenate([[0], ends[:-1]])]] = True
-    return Rows(data={"obs": obs, "action": action}, reward=reward, terminated=terminated,
+    fields: dict[str, np.ndarray] = {"obs": obs}
+    recorded = np.concatenate([np.arange(s, s + n) for s, n in
+                               zip(data.episode_starts, data.episode_lengths, strict=True)])  # fmt: skip
+    for key, _, shape in obs_spec.image_slices():  # each episode's steps, then its final frame
+        frames = np.zeros((total, *shape), np.uint8)
+        frames[step_pos] = np.asarray(data.obs[key])[recorded]
+        frames[final_pos] = np.asarray(data.final_obs[key])
+        fields[key] = frames
+    return Rows(data={**fields, "action": action}, reward=reward, terminated=terminated,
                 final=final, first=first, actor=np.zeros(total, np.int32),
                 valid=np.ones(total, bool))  # fmt: skip

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import jax
@@ -32,6 +34,7 @@ from handrail.learners import obs_norm, replay, replay_io
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
+from handrail.learners.specs import ObsSpec
 
 ONLINE, DEMOS, INTERVENTIONS = "online", "demos", "interventions"
 
@@ -99,9 +102,12 @@ class LoopConfig:
 
 
 def replay_layout(sac: SAC, config: LoopConfig, demo_rows: int) -> ReplayLayout:
-    """The learner's replay: the flat state, the action, and its three segments."""
+    """The learner's replay: the flat state (and each camera's uint8 frames, stored once: the
+    encoder reads them in the update), the action, and its three segments."""
+    spec = sac.obs_spec
     fields = (
-        ReplayField("obs", (sac.obs_spec.dim,), "float32"),
+        ReplayField("obs", (spec.state_spec().dim,), "float32"),
+        *(ReplayField(key, shape, "uint8") for key, _, shape in spec.image_slices()),
         ReplayField("action", (sac.action_spec.dim,), "float32", "step"),
     )
     segments = (
@@ -112,14 +118,42 @@ def replay_layout(sac: SAC, config: LoopConfig, demo_rows: int) -> ReplayLayout:
     return ReplayLayout(fields, segments, n_step=sac.config.n_step, gamma=sac.config.gamma)
 
 
-def to_batch(sample: replay.Sample, layout: ReplayLayout) -> Batch:
+def available_memory() -> int:
+    """Bytes this machine can still give (``MemAvailable``; all of its memory where that is
+    not reported)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(layout: ReplayLayout, available: int | None = None) -> None:
+    """Refuse, in one line naming the fix, a replay that would not fit in memory: it is
+    allocated whole at the start, and camera frames make rows large (two 64x64 cameras: 24.6 kB
+    a row), so the default million rows would be killed by the system, not refused."""
+    available = available_memory() if available is None else available
+    need = layout.total * layout.row_bytes
+    if need <= 0.8 * available:
+        return
+    fits = int(0.8 * available // layout.row_bytes) - (layout.total - layout.capacity(0))
+    raise ValueError(
+        f"the replay would take {need / 1e9:.1f} GB ({layout.total:,} rows of "
+        f"{layout.row_bytes:,} bytes), more than the {available / 1e9:.1f} GB this machine has "
+        f"free; lower --loop.buffer-capacity (at most {max(fits, 0):,} rows fit)"
+    )
+
+
+def to_batch(sample: replay.Sample, layout: ReplayLayout, spec: ObsSpec) -> Batch:
     """The SAC minibatch of a replay sample (group 0 is the online group)."""
     return Batch(
-        obs=sample.obs["obs"],
+        obs=spec.join(sample.obs),
         action=sample.step["action"],
         reward=sample.reward,
         discount=sample.discount,
-        next_obs=sample.next_obs["obs"],
+        next_obs=spec.join(sample.next_obs),
         online=sample.group == 0,
         human=sample.segment == layout.segment(INTERVENTIONS),
     )
@@ -147,6 +181,7 @@ class Learner:
         self.sac, self.config = sac, config
         demo_rows = 0 if demos is None else len(np.asarray(demos.valid))
         self.layout = replay_layout(sac, config, demo_rows)
+        check_memory(self.layout)
         batch = sac.config.batch_size
         self.mixture = Mixture.symmetric(
             batch, config.offline_ratio, (ONLINE,), (DEMOS, INTERVENTIONS)
@@ -167,7 +202,6 @@ class Learner:
         self._held: dict[int, Step] = {}  # each actor's latest step, with takeover_penalty
         self._first_online: dict[int, bool] = {}  # the actor's next step starts an episode
         self._in_intervention: dict[int, bool] = {}  # the actor is inside a human run
-        self._dim = sac.obs_spec.dim
 
     # -- TransitionSink / ParameterSource -----------------------------------------------------
     def add(self, step: Step) -> None:
@@ -204,28 +238,26 @@ class Learner:
         for step in steps:
             actor = step.actor_id
             transition = {
-                "obs": spec.flatten(step.obs),
+                **spec.split(step.obs),
                 "action": aspec.from_env(step.action),
                 "reward": step.reward,
                 "terminated": step.terminated,
                 "actor": actor,
             }
-            end = {"obs": spec.flatten(step.next_obs), "final": True, "actor": actor}
+            end = {**spec.split(step.next_obs), "final": True, "actor": actor}
             human = step.acted_by == ActedBy.HUMAN
             open_run = self._in_intervention.get(actor, False)
             first = self._first_online.get(actor, True)
             if self.config.cut_returns_at_takeover and not first and human != open_run:
                 # who acts changed: this observation ends the chain (a final row)
-                out[ONLINE].append({"obs": spec.flatten(step.obs), "final": True, "actor": actor})
+                out[ONLINE].append({**spec.split(step.obs), "final": True, "actor": actor})
                 first = True
             out[ONLINE].append({**transition, "first": first})
             self._first_online[actor] = step.done
             if step.done:
                 out[ONLINE].append(end)
             if open_run and not human:  # the run ended: its next observation closes it
-                out[INTERVENTIONS].append(
-                    {"obs": spec.flatten(step.obs), "final": True, "actor": actor}
-                )
+                out[INTERVENTIONS].append({**spec.split(step.obs), "final": True, "actor": actor})
             if human:
                 out[INTERVENTIONS].append({**transition, "first": not open_run})
                 if step.done:
@@ -237,20 +269,22 @@ class Learner:
         """Rows from row dicts, padded with invalid rows to ``size``."""
         size = len(items) if size is None else size
         adim = self.sac.action_spec.dim
-        obs = np.zeros((size, self._dim), np.float32)
+        fields = {f.name: np.zeros((size, *f.shape), f.dtype)
+                  for f in self.layout.fields if f.kind == "obs"}  # fmt: skip
         action = np.zeros((size, adim), np.float32)
         reward = np.zeros(size, np.float32)
         flags = np.zeros((4, size), bool)  # terminated, final, first, valid
         actor = np.zeros(size, np.int32)
         for i, item in enumerate(items):
-            obs[i] = item["obs"]
+            for name, column in fields.items():
+                column[i] = item[name]
             if "action" in item:
                 action[i] = item["action"]
                 reward[i] = item["reward"]
             flags[:, i] = (item.get("terminated", False), item.get("final", False),
                            item.get("first", False), True)  # fmt: skip
             actor[i] = item["actor"]
-        return Rows(data={"obs": obs, "action": action}, reward=reward, terminated=flags[0],
+        return Rows(data={**fields, "action": action}, reward=reward, terminated=flags[0],
                     final=flags[1], first=flags[2], actor=actor, valid=flags[3])  # fmt: skip
 
     def take_online_rows(self) -> Rows:
@@ -317,7 +351,14 @@ class Learner:
         of these keys alone."""
         live = replay_io.to_arrays(self.layout, self.replay)
         rows = np.concatenate([live[f"{name}/obs"] for name, _ in self.layout.segments])
-        norm = obs_norm.fit(self.sac.input_spec, obs_norm.extend(rows, self.sac.pairs), only=only)
+        spec = self.sac.input_spec
+        if spec.images:  # fitted on the state columns; the frames stay as they are
+            state = obs_norm.fit(spec.state_spec(), rows, only=only)
+            norm = obs_norm.identity(spec.dim)
+            for part, values in state.items():
+                norm[part][self.sac.obs_spec.state_columns()] = values
+        else:
+            norm = obs_norm.fit(spec, obs_norm.extend(rows, self.sac.pairs), only=only)
         self.state = dataclasses.replace(
             self.state, obs_norm=jax.tree_util.tree_map(jax.numpy.asarray, norm)
         )
@@ -406,7 +447,9 @@ def update_block(
     """Sample ``utd`` minibatches from the replay and run one update block on them."""
     rng, key = jax.random.split(state.rng)
     sample = replay.sample(layout, replay_state, key, mixture, (sac.config.utd,))
-    return sac.update_fn(dataclasses.replace(state, rng=rng), to_batch(sample, layout))
+    return sac.update_fn(
+        dataclasses.replace(state, rng=rng), to_batch(sample, layout, sac.obs_spec)
+    )
 
 
 _update_jit = jax.jit(update_block, static_argnums=(0, 1, 2))
@@ -425,7 +468,7 @@ def _pretrain_jit(
 
     def body(state: SACState, _: None) -> tuple[SACState, dict[str, jax.Array]]:
         rng, key = jax.random.split(state.rng)
-        batch = to_batch(replay.sample(layout, replay_state, key, mixture), layout)
+        batch = to_batch(replay.sample(layout, replay_state, key, mixture), layout, sac.obs_spec)
         return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
 
     state, metrics = jax.lax.scan(body, state, None, length=steps)

@@ -127,7 +127,7 @@ def meeting_pairs(
 def demo_pairs(spec: ObsSpec, demos: Any, enabled: bool = True) -> Pairs:
     """:func:`meeting_pairs` of demonstration replay rows (``learners.replay.Rows``); none
     without demonstrations or when not ``enabled`` (``LoopConfig.relative_inputs``)."""
-    if demos is None or not enabled:
+    if demos is None or not enabled or spec.images:  # with cameras the rows hold the state
         return ()
     return meeting_pairs(spec, demos.data["obs"], demos.first, demos.final)
 

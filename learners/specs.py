@@ -20,6 +20,12 @@ from handrail.control.spaces import is_image
 from handrail.control.step import BOX_KEY
 
 
+def _jnp() -> Any:
+    import jax.numpy as jnp  # only where JAX arrays come in
+
+    return jnp
+
+
 def _is_image(space: gym.spaces.Box) -> bool:
     return is_image(space.shape, space.dtype)
 
@@ -84,6 +90,47 @@ class ObsSpec:
              for c in range(cols.start, cols.stop)], np.int64,
         )  # fmt: skip
 
+    def state_spec(self) -> ObsSpec:
+        """The spec of the keys that are not camera frames (itself without cameras).
+
+        Raises:
+            ValueError: every key is a camera (a learner on cameras needs a state key too).
+        """
+        if not self.images:
+            return self
+        keep = [(k, s) for k, s in zip(self.keys, self.shapes, strict=True) if k not in self.images]
+        if not keep:
+            raise ValueError(
+                f"ObsSpec: every key is a camera ({list(self.images)}); a learner on cameras "
+                "needs a state key beside them (the arm's joints or its gripper's pose)"
+            )
+        return ObsSpec(tuple(k for k, _ in keep), tuple(s for _, s in keep))
+
+    def split(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One observation (or a batch) as a replay keeps it: the flat state under ``obs``
+        (float32) and each camera's frames as they came (uint8)."""
+        out = {"obs": self.state_spec().flatten(obs)}
+        for key in self.images:
+            out[key] = np.asarray(obs[key], np.uint8)
+        return out
+
+    def join(self, fields: Mapping[str, Any]) -> Any:
+        """Inverse of :meth:`split` into the flat float32 observation (NumPy or JAX: inside a
+        jitted update the frames become floats only there)."""
+        state = fields["obs"]
+        if not self.images:
+            return state
+        xp = np if isinstance(state, np.ndarray) else _jnp()
+        lead, parts, at = state.shape[:-1], [], 0
+        for key, shape in zip(self.keys, self.shapes, strict=True):
+            if key in self.images:
+                parts.append(xp.reshape(fields[key], (*lead, -1)).astype(xp.float32))
+            else:
+                width = math.prod(shape)
+                parts.append(state[..., at : at + width])
+                at += width
+        return xp.concatenate(parts, axis=-1)
+
     @classmethod
     def from_space(
         cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = (), images: bool = False
@@ -128,7 +175,8 @@ class ObsSpec:
                 what = "a uint8 camera image" if isinstance(sub, gym.spaces.Box) else str(sub)
                 raise TypeError(
                     f"observation key {key!r} is {what}, which the state learner cannot use; "
-                    f"leave it out with --ignore-obs-keys {key} (or configure the env without it)"
+                    f"learn from it with --pixels, or leave it out with --ignore-obs-keys {key} "
+                    "(or configure the env without it)"
                 )
             keys.append(key)
             shapes.append(tuple(sub.shape))

@@ -130,7 +130,7 @@ def test_batches_flag_exactly_the_rows_drawn_from_the_intervention_buffer() -> N
         learner.add(step(100.0 + t if who == ActedBy.HUMAN else float(t), who, done=t == 19))
     learner.flush()
     batch = to_batch(replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(1),
-                                   learner.mixture, (4,)), learner.layout)  # fmt: skip
+                                   learner.mixture, (4,)), learner.layout, SAC_.obs_spec)  # fmt: skip
     human, online = np.asarray(batch.human), np.asarray(batch.online)
     obs = np.asarray(batch.obs)[..., 0]
     assert human.any() and not np.any(human & online)
@@ -150,7 +150,7 @@ def test_batches_hold_the_offline_share_of_demonstration_rows() -> None:
         learner.add(step(float(t), done=t == 4))
     learner.flush()
     batch = to_batch(replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(0),
-                                   learner.mixture, (3,)), learner.layout)  # fmt: skip
+                                   learner.mixture, (3,)), learner.layout, SAC_.obs_spec)  # fmt: skip
     assert not np.any(np.asarray(batch.human))  # no person has acted
     offline = ~np.asarray(batch.online)
     assert offline.sum(axis=-1).tolist() == [4, 4, 4]  # 25% of 16, exactly, every minibatch
@@ -211,3 +211,17 @@ def test_taking_the_online_rows_inserts_the_rest_as_flush_does() -> None:
     for a, b in zip(jax.tree_util.tree_leaves(flushed.replay),
                     jax.tree_util.tree_leaves(taken.replay), strict=True):  # fmt: skip
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_replay_larger_than_the_memory_is_refused_in_one_line_with_the_rows_that_fit() -> None:
+    from handrail.learners.learner import check_memory, replay_layout
+
+    layout = replay_layout(SAC_, LoopConfig(buffer_capacity=1_000_000), demo_rows=100)
+    need = layout.total * layout.row_bytes
+    check_memory(layout, available=2 * need)  # fits
+    with pytest.raises(ValueError, match=r"lower --loop\.buffer-capacity") as err:
+        check_memory(layout, available=need)
+    fits = int(str(err.value).split("at most ")[1].split(" rows")[0].replace(",", ""))
+    smaller = replay_layout(SAC_, LoopConfig(buffer_capacity=fits), demo_rows=100)
+    check_memory(smaller, available=need)  # the advice is right
+    assert "\n" not in str(err.value)

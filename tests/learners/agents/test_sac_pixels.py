@@ -157,3 +157,38 @@ def test_pretraining_shares_the_encoder_and_cameras_refuse_a_residual() -> None:
     spec = ObsSpec((*SPEC.keys, "base_action"), (*SPEC.shapes, (2,)), SPEC.images)
     with pytest.raises(ValueError, match="residual RL on camera keys is not supported yet"):
         SAC(spec, ACTIONS, SACConfig(residual_scale=0.1))
+
+
+def test_the_learner_keeps_frames_as_uint8_and_its_batches_are_the_flat_observations() -> None:
+    from handrail.control.step import ActedBy, Step
+    from handrail.learners import replay
+    from handrail.learners.learner import ONLINE, Learner, LoopConfig, to_batch
+
+    sac = _sac(utd=1, batch_size=4, n_step=1)
+    learner = Learner(sac, LoopConfig(warmup_steps=0, buffer_capacity=16), seed=0)
+    rng = np.random.default_rng(0)
+
+    def obs() -> dict[str, np.ndarray]:
+        return {"front": rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8),
+                "joints": rng.normal(size=3).astype(np.float32),
+                "wrist": rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8)}  # fmt: skip
+
+    seen = [obs() for _ in range(4)]
+    for t in range(3):
+        learner.add(Step(obs=seen[t], action=np.zeros(2, np.float32), reward=float(t),
+                         next_obs=seen[t + 1], terminated=False, truncated=t == 2,
+                         acted_by=ActedBy.POLICY, actor_id=0))  # fmt: skip
+    learner.flush()
+    data = learner.replay.data
+    assert data["front"].dtype == jnp.uint8 and data["obs"].shape[-1] == 3  # the joints alone
+    seg = learner.layout.segment(ONLINE)
+    off = learner.layout.offset(seg)
+    for t in range(4):  # three steps and the episode's final observation, each stored once
+        np.testing.assert_array_equal(np.asarray(data["wrist"][off + t]), seen[t]["wrist"])
+    sample = replay.sample(learner.layout, learner.replay, jax.random.PRNGKey(0),
+                           learner.mixture, (1,))  # fmt: skip
+    batch = to_batch(sample, learner.layout, SPEC)
+    flat = {tuple(SPEC.flatten(o).tolist()): t for t, o in enumerate(seen)}
+    for row in range(4):  # every row is a step's observation and its successor, flattened
+        t = flat[tuple(np.asarray(batch.obs[0, row]).tolist())]
+        np.testing.assert_array_equal(np.asarray(batch.next_obs[0, row]), SPEC.flatten(seen[t + 1]))
