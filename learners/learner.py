@@ -339,10 +339,13 @@ class Learner:
             self.fit_obs_norm(None if self.config.normalize_obs else (obs_norm.RELATIVE_KEY,))
         self.pretrained = True
         if self.config.pretrain_steps > 0 and self.has_demos:
-            self.state, metrics = _pretrain_jit(
-                self.sac, self.layout, self.pretrain_mixture, self.config.pretrain_steps,
-                self.state, self.replay,
-            )  # fmt: skip
+            # With cameras one jitted step at a time: XLA:CPU slows convolutions in a loop.
+            calls, steps = ((self.config.pretrain_steps, 1) if self.sac.cameras
+                            else (1, self.config.pretrain_steps))  # fmt: skip
+            for _ in range(calls):
+                self.state, metrics = _pretrain_jit(
+                    self.sac, self.layout, self.pretrain_mixture, steps, self.state, self.replay
+                )
             self.metrics = dict(metrics)
 
     def fit_obs_norm(self, only: tuple[str, ...] | None = None) -> None:
@@ -471,5 +474,7 @@ def _pretrain_jit(
         batch = to_batch(replay.sample(layout, replay_state, key, mixture), layout, sac.obs_spec)
         return sac.pretrain_step(dataclasses.replace(state, rng=rng), batch)
 
+    if steps == 1:  # no loop around an encoder's convolutions (see SAC._scan)
+        return body(state, None)
     state, metrics = jax.lax.scan(body, state, None, length=steps)
     return state, {k: v[-1] for k, v in metrics.items()}

@@ -570,6 +570,18 @@ class SAC:
             metrics["actor/q_filter_keep"] = jnp.mean(keep.astype(jnp.float32))
         return new, metrics
 
+    def _scan(self, step: Callable[..., Any], state: SACState, xs: Any) -> tuple[SACState, Any]:
+        """``lax.scan(step, state, xs)``; with cameras, the same steps written out one after
+        the other: XLA:CPU ran the convolutions of a critic step on two 64x64 cameras (batch
+        128) 15x slower inside the loop (7.0 s against 0.48 s)."""
+        if not self.cameras:
+            return jax.lax.scan(step, state, xs)
+        outs = []
+        for i in range(jax.tree_util.tree_leaves(xs)[0].shape[0]):
+            state, out = step(state, jax.tree_util.tree_map(lambda x, i=i: x[i], xs))
+            outs.append(out)
+        return state, jax.tree_util.tree_map(lambda *x: jnp.stack(x), *outs)
+
     def _critic_block(
         self, state: SACState, batch: Batch, key: jax.Array
     ) -> tuple[SACState, dict[str, jax.Array]]:
@@ -579,9 +591,7 @@ class SAC:
             state.actor_params, batch.next_obs, key_next
         )
         subset_keys = jax.random.split(key_subset, batch.reward.shape[0])
-        return jax.lax.scan(
-            self.critic_step, state, (batch, next_action, next_log_prob, subset_keys)
-        )
+        return self._scan(self.critic_step, state, (batch, next_action, next_log_prob, subset_keys))
 
     def _actor_block(
         self, state: SACState, batch: Batch, key: jax.Array
@@ -592,7 +602,7 @@ class SAC:
         if k == 1:
             return self.actor_step(state, jax.tree_util.tree_map(lambda x: x[-1], batch), key)
         tail = jax.tree_util.tree_map(lambda x: x[-k:], batch)
-        new, metrics = jax.lax.scan(
+        new, metrics = self._scan(
             lambda s, inputs: self.actor_step(s, *inputs), state, (tail, jax.random.split(key, k))
         )
         new = dataclasses.replace(new, step=state.step + 1)
