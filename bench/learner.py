@@ -49,23 +49,37 @@ PLATFORMS = ("cpu", "cuda")
 """Where the learners compute (JAX's platform names)."""
 
 
+PIXELS = ":pixels"
+"""An env name ending so (``pick_cube:pixels``) adds the wrist and front cameras at 64x64 to the
+task's state: handrail learns from them end to end (``--pixels``), SB3 with its
+``MultiInputPolicy`` (a NatureCNN per camera beside the state; SBX has no image policy)."""
+CAMERAS = {"cameras": ("front", "wrist"), "image_size": 64}
+
+
 def _make_env(name: str, flatten: bool) -> Any:
     import gymnasium as gym
 
     from handrail.app.envs import make_env
 
-    env = make_env(name)
-    if flatten and isinstance(env.observation_space, gym.spaces.Dict):
+    pixels = name.endswith(PIXELS)
+    env = make_env(name.removesuffix(PIXELS), **(CAMERAS if pixels else {}))
+    if flatten and not pixels and isinstance(env.observation_space, gym.spaces.Dict):
         env = gym.wrappers.FlattenObservation(env)
     return env
 
 
+def _obs_spec(env: Any) -> Any:
+    from handrail.learners.specs import ObsSpec
+
+    return ObsSpec.from_space(env.observation_space, images=True)
+
+
 def _dims(env: Any) -> dict[str, float]:
     """Flat observation and action sizes, as handrail's specs count them."""
-    from handrail.learners.specs import ActionSpec, ObsSpec
+    from handrail.learners.specs import ActionSpec
 
     return {
-        "obs_dim": ObsSpec.from_space(env.observation_space).dim,
+        "obs_dim": _obs_spec(env).dim,
         "action_dim": ActionSpec.from_space(env.action_space).dim,
     }
 
@@ -74,7 +88,7 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     from handrail.learners.agents.sac import SAC, SACConfig
     from handrail.learners.learner import LoopConfig
     from handrail.learners.loop import AsyncTrainer, Trainer
-    from handrail.learners.specs import ActionSpec, ObsSpec
+    from handrail.learners.specs import ActionSpec
 
     env = _make_env(spec["env"], flatten=False)
     cfg = SACConfig(
@@ -85,9 +99,7 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
         utd=spec["utd"],
         batch_size=spec["batch"],
     )
-    sac = SAC(
-        ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space), cfg
-    )
+    sac = SAC(_obs_spec(env), ActionSpec.from_space(env.action_space), cfg)
     capacity = spec["warmup"] + spec["steps"] + 100
     loop = LoopConfig(warmup_steps=spec["warmup"], buffer_capacity=capacity)
     if spec["learner"] == "handrail-async":
@@ -172,7 +184,7 @@ def _run_peer(spec: dict[str, Any]) -> dict[str, float]:
             return self.num_timesteps < last
 
     model = peer_sac(
-        "MlpPolicy",
+        "MultiInputPolicy" if spec["env"].endswith(PIXELS) else "MlpPolicy",
         _make_env(spec["env"], flatten=True),
         learning_starts=spec["warmup"],
         batch_size=spec["batch"],
@@ -272,10 +284,12 @@ def _sim_available() -> str | None:
 
 
 def _jobs(
-    utds: tuple[int, ...], learners: tuple[str, ...], rlpd: bool
+    utds: tuple[int, ...], learners: tuple[str, ...], rlpd: bool, pixels: bool = False
 ) -> list[tuple[int, str, int, bool, str]]:
     """(utd, learner, critics, layer_norm, label) for every row of one env."""
     jobs = [(utd, lr, 2, False, lr) for utd in utds for lr in learners]
+    if pixels:  # SBX has no image policy; the pixel rows are for the update, not the loop
+        return [job for job in jobs if job[1] != "sbx"]
     if "handrail" in learners:  # the same learner with actor and learner in their own threads
         jobs += [(utd, "handrail-async", 2, False, "handrail async") for utd in utds]
     if rlpd:
@@ -355,12 +369,11 @@ def bench_learner(
         print(f"matmul rate: {rate['error']}{hint}", file=sys.stderr)
         return 1
     for env in envs:
-        if env == "pick_cube" and (why := _sim_available()):
+        if env.removesuffix(PIXELS) == "pick_cube" and (why := _sim_available()):
             print(f"skipping pick_cube: {why}")
             continue
-        rows.extend(
-            _best_of_rounds({**base, "env": env}, _jobs(utds, learners, rlpd), steps, repeats)
-        )
+        jobs = _jobs(utds, learners, rlpd, pixels=env.endswith(PIXELS))
+        rows.extend(_best_of_rounds({**base, "env": env}, jobs, steps, repeats))
     print_table(rows, rate)
     for line in replay_bytes_lines():
         print(line)

@@ -144,3 +144,14 @@ def test_gpu_tables_name_the_platform_and_judge_no_cpu_goal(
 def test_an_unknown_platform_is_refused_before_anything_runs() -> None:
     with pytest.raises(ValueError, match=r"--platform 'tpu': choose cpu or cuda"):
         bench_learner_cmd.bench_learner(envs=("Pendulum-v1",), platform="tpu")
+
+
+def test_the_pixel_env_adds_two_cameras_and_runs_without_sbx() -> None:
+    env = bench_learner_cmd._make_env("pick_cube:pixels", flatten=True)  # SB3 reads the Dict
+    spaces = env.observation_space.spaces
+    assert spaces["front"].shape == (64, 64, 3) and spaces["wrist"].dtype.name == "uint8"
+    spec = bench_learner_cmd._obs_spec(env)
+    assert spec.images == ("front", "wrist") and "proprio" in spec.keys
+    env.close()
+    jobs = bench_learner_cmd._jobs((1,), ("handrail", "sbx", "sb3"), rlpd=True, pixels=True)
+    assert [job[1] for job in jobs] == ["handrail", "sb3"]  # no image policy in SBX
