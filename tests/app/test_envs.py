@@ -177,3 +177,9 @@ def test_a_nested_dict_observation_is_seen_flat_with_joined_keys() -> None:
     assert spec.keys == ("agent_pos",)
     with pytest.raises(TypeError, match=r"--ignore-obs-keys pixels\.top"):
         ObsSpec.from_space(env.observation_space)
+    # --pixels reads the nested camera end to end; the replay's fields join back to the flat obs
+    pixels = ObsSpec.from_space(env.observation_space, images=True)
+    assert pixels.images == ("pixels.top",)
+    fields = pixels.split(obs)
+    assert fields["pixels.top"].dtype == np.uint8 and fields["obs"].shape == (2,)
+    np.testing.assert_array_equal(pixels.join(fields), pixels.flatten(obs))
