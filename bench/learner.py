@@ -53,7 +53,7 @@ PIXELS = ":pixels"
 """An env name ending so (``pick_cube:pixels``) adds the wrist and front cameras at 64x64 to the
 task's state: handrail learns from them end to end (``--pixels``), SB3 with its
 ``MultiInputPolicy`` (a NatureCNN per camera beside the state; SBX has no image policy)."""
-CAMERAS = {"cameras": ("front", "wrist"), "image_size": 64}
+CAMERAS: dict[str, Any] = {"cameras": ("front", "wrist"), "image_size": 64}
 
 
 def _make_env(name: str, flatten: bool) -> Any:
