@@ -110,6 +110,10 @@ class TrainConfig:
     ``--env-kwargs cameras=('front','wrist') image_size=64``. Needs a GPU to be quick; on a CPU
     ``--encoder`` (frozen) is the faster path. Local SAC only (not --actors, --residual-on,
     --encoder, --learner sb3|sbx)."""
+    pixels_size: int | None = None
+    """With --pixels: the learner reads every camera at this size (square), each frame
+    resized once where it enters (the env loop, the demos, eval, actor_node's camera topics),
+    never in the update; None: at the size the env gives."""
     residual_on: str | None = None
     """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
     bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
@@ -437,6 +441,10 @@ def check_task_options(config: TrainConfig) -> None:
         raise ValueError(
             f"--sac.residual-q-filter {config.sac.residual_q_filter} needs a base policy to fall "
             "back on: give --residual-on BASE, or leave the filter off"
+        )
+    if config.pixels_size is not None and (not config.pixels or config.pixels_size < 8):
+        raise ValueError(
+            f"--pixels-size {config.pixels_size}: needs --pixels, and a size of at least 8"
         )
     if config.pixels:
         clash = [flag for flag, on in (("--residual-on", config.residual_on is not None),

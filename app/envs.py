@@ -309,7 +309,8 @@ def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
 
     try:
         obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys,
-                                      images=getattr(cfg, "pixels", False))  # fmt: skip
+                                      images=getattr(cfg, "pixels", False),
+                                      image_size=getattr(cfg, "pixels_size", None))  # fmt: skip
         obs_spec.state_spec()  # cameras alone: name it here
         if getattr(cfg, "pixels", False) and not obs_spec.images:
             raise ValueError(

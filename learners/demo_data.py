@@ -59,7 +59,7 @@ def check_fields(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> None:
         )
     for key, shape in expected.items():
         got = tuple(np.shape(data.obs[key])[1:])
-        if got != tuple(shape):
+        if not obs_spec.takes(key, got):  # a camera of another size is resized to the spec's
             raise FieldMismatchError(
                 f"demo store field {key!r} has per-step shape {got}, the task expects "
                 f"{tuple(shape)}; the demos were recorded with a different task config."
@@ -145,8 +145,8 @@ def to_rows(data: Any, obs_spec: ObsSpec, action_spec: ActionSpec) -> Rows:
                                zip(data.episode_starts, data.episode_lengths, strict=True)])  # fmt: skip
     for key, _, shape in obs_spec.image_slices():  # each episode's steps, then its final frame
         frames = np.zeros((total, *shape), np.uint8)
-        frames[step_pos] = np.asarray(data.obs[key])[recorded]
-        frames[final_pos] = np.asarray(data.final_obs[key])
+        frames[step_pos] = obs_spec.frames(key, np.asarray(data.obs[key])[recorded])
+        frames[final_pos] = obs_spec.frames(key, np.asarray(data.final_obs[key]))
         fields[key] = frames
     return Rows(data={**fields, "action": action}, reward=reward, terminated=terminated,
                 final=final, first=first, actor=np.zeros(total, np.int32),

@@ -62,7 +62,7 @@ def check_env(env: Any, sac: SAC) -> None:
         f"{key!r}: the learner reads {shape}, the env has "
         f"{getattr(spaces.get(key), 'shape', 'no such key')}"
         for key, shape in zip(sac.obs_spec.keys, sac.obs_spec.shapes, strict=True)
-        if key not in spaces or tuple(spaces[key].shape or ()) != shape
+        if key not in spaces or not sac.obs_spec.takes(key, tuple(spaces[key].shape or ()))
     ]
     if problems:
         raise ValueError(

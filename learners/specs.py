@@ -106,12 +106,47 @@ class ObsSpec:
             )
         return ObsSpec(tuple(k for k, _ in keep), tuple(s for _, s in keep))
 
+    def takes(self, key: str, shape: tuple[int, ...]) -> bool:
+        """Whether observations of ``key`` in ``shape`` fit: the spec's shape, or for a camera
+        read at a square size, frames of any size with its channels (:meth:`frames`)."""
+        want = self.shapes[self.keys.index(key)]
+        if tuple(shape) == want:
+            return True
+        return (
+            key in self.images
+            and want[0] == want[1]
+            and tuple(shape)[-1:] == want[-1:]
+            and len(shape) == 3
+        )
+
+    def frames(self, key: str, frames: Any) -> np.ndarray:
+        """A camera's uint8 frames ``(..., H, W, C)`` at this spec's size: resized once where
+        they enter (a 128x128 camera for a 64x64 encoder), the frames themselves when they fit.
+
+        Raises:
+            ValueError: frames that are not uint8 images, or of another channel count, or of
+                another size when the spec's is not square (naming the key and the fix).
+        """
+        from handrail.learners.images import check_frames, resize
+
+        shape = self.shapes[self.keys.index(key)]
+        frames = np.asarray(frames)
+        check_frames(key, frames)
+        if frames.shape[-3:] == shape:
+            return frames
+        if frames.shape[-1] != shape[-1] or shape[0] != shape[1]:
+            raise ValueError(
+                f"camera {key!r}: frames of shape {frames.shape[-3:]}, the learner reads {shape}; "
+                "give it the camera it was trained on"
+            )
+        return resize(frames, shape[0])
+
     def split(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One observation (or a batch) as a replay keeps it: the flat state under ``obs``
-        (float32) and each camera's frames as they came (uint8)."""
+        (float32) and each camera's frames as uint8, at the spec's size."""
         out = {"obs": self.state_spec().flatten(obs)}
         for key in self.images:
-            out[key] = np.asarray(obs[key], np.uint8)
+            out[key] = self.frames(key, obs[key])
         return out
 
     def join(self, fields: Mapping[str, Any]) -> Any:
@@ -133,8 +168,9 @@ class ObsSpec:
 
     @classmethod
     def from_space(
-        cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = (), images: bool = False
-    ) -> ObsSpec:
+        cls, space: gym.Space, ignore: tuple[str, ...] | list[str] = (), images: bool = False,
+        image_size: int | None = None,
+    ) -> ObsSpec:  # fmt: skip
         """Spec of a Box or Dict-of-Box space, every key in the space's order.
 
         Args:
@@ -142,6 +178,8 @@ class ObsSpec:
             ignore: Dict keys to leave out (e.g. camera images a state learner cannot use).
             images: keep uint8 camera keys as :attr:`images` (a learner with an image encoder
                 reads them); else they are refused, naming how to leave them out.
+            image_size: the learner reads every camera at ``image_size x image_size`` (frames
+                of another size are resized where they enter: :meth:`frames`); None: as given.
 
         Raises:
             TypeError: for a key the learner cannot use (an image, a non-Box space), naming it
@@ -179,7 +217,10 @@ class ObsSpec:
                     "(or configure the env without it)"
                 )
             keys.append(key)
-            shapes.append(tuple(sub.shape))
+            shape = tuple(sub.shape)
+            if key in cameras and image_size:
+                shape = (image_size, image_size, shape[-1])
+            shapes.append(shape)
         if not keys:
             raise TypeError(
                 f"ObsSpec: Dict observation space {space} has no key left for the learner"
@@ -211,7 +252,8 @@ class ObsSpec:
                 raise ValueError(
                     f"ObsSpec.flatten: observation has no key {key!r}; it has {sorted(obs)}"
                 )
-            arr = np.asarray(obs[key], dtype=np.float32)
+            arr = np.asarray(self.frames(key, obs[key]) if key in self.images else obs[key],
+                             dtype=np.float32)  # fmt: skip
             if arr.shape[arr.ndim - len(shape) :] != shape or arr.ndim < len(shape):
                 raise ValueError(
                     f"ObsSpec.flatten: key {key!r} has shape {arr.shape}, expected (..., *{shape})"

@@ -57,6 +57,20 @@ def test_a_pixel_run_stores_frames_once_resumes_and_evaluates(
     assert "2 episodes: success" in capsys.readouterr().out
 
 
+def test_pixels_size_resizes_the_cameras_for_the_replay_and_for_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert cli.main(["train", "--task", "reach", "--pixels", "--pixels-size", "8",
+                     "--env-kwargs", "cameras=('front',)", f"image_size={SIZE}", *TINY,
+                     "--steps", "150", "--eval-every", "150", "--run-dir", str(run)]) == 0  # fmt: skip
+    replay = np.load(run / "checkpoints" / "latest" / "replay.npz")
+    assert replay["online/front"].shape[1:] == (8, 8, 3)  # the env renders 16x16
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 0  # the env's 16x16, resized
+    assert "1 episodes: success" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
@@ -64,6 +78,7 @@ def test_a_pixel_run_stores_frames_once_resumes_and_evaluates(
         ([*CAMERA, "--actors", "2"], "--actors 2: not with --pixels"),
         ([*CAMERA, "--learner", "sb3"], "--pixels: not with --learner sb3"),
         ([*CAMERA, "--residual-on", "expert"], "--pixels: not with --residual-on"),
+        ([*CAMERA, "--pixels-size", "4"], "--pixels-size 4: needs --pixels, and a size of"),
         (
             [
                 "--env-kwargs",

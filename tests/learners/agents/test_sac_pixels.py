@@ -192,3 +192,25 @@ def test_the_learner_keeps_frames_as_uint8_and_its_batches_are_the_flat_observat
     for row in range(4):  # every row is a step's observation and its successor, flattened
         t = flat[tuple(np.asarray(batch.obs[0, row]).tolist())]
         np.testing.assert_array_equal(np.asarray(batch.next_obs[0, row]), SPEC.flatten(seen[t + 1]))
+
+
+def test_frames_of_another_size_are_resized_where_they_enter() -> None:
+    import gymnasium as gym
+
+    from handrail.learners.images import resize
+
+    space = gym.spaces.Dict({
+        "front": gym.spaces.Box(0, 255, (32, 32, 3), np.uint8),
+        "joints": gym.spaces.Box(-1, 1, (3,), np.float32),
+    })  # fmt: skip
+    spec = ObsSpec.from_space(space, images=True, image_size=16)
+    assert spec.shapes[0] == (16, 16, 3)
+    obs = space.sample()
+    small = resize(obs["front"], 16)
+    np.testing.assert_array_equal(spec.split(obs)["front"], small)  # what the replay keeps
+    expected = spec.flatten({"front": small, "joints": obs["joints"]})
+    np.testing.assert_array_equal(spec.flatten(obs), expected)  # what acting reads
+    with pytest.raises(ValueError, match="camera 'front': frames must be uint8"):
+        spec.flatten({**obs, "front": obs["front"].astype(np.float32)})
+    with pytest.raises(ValueError, match="camera 'front': frames of shape \\(32, 32, 1\\)"):
+        spec.flatten({**obs, "front": obs["front"][..., :1]})
