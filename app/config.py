@@ -112,8 +112,8 @@ class TrainConfig:
     --encoder, --learner sb3|sbx)."""
     pixels_size: int | None = None
     """With --pixels: the learner reads every camera at this size (square), each frame
-    resized once where it enters (the env loop, the demos, eval, actor_node's camera topics),
-    never in the update; None: at the size the env gives."""
+    resized once where it enters (the env loop, the demos, eval, a policy loaded from the
+    run), never in the update; None: at the size the env gives."""
     residual_on: str | None = None
     """Residual RL: learn a bounded correction on top of this frozen base policy: expert,
     bc:PATH (handrail bc), sb3:PATH (an SB3 .zip or run), run:PATH (a handrail run), or
