@@ -74,6 +74,8 @@ PARAMETERS: dict[str, Any] = {
     "run_dir": "",
     "save_every": 10,
     "ray_address": "",
+    "cameras": [],
+    "image_size": 128,
 }
 """Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped;
 ``learner`` "local" trains asynchronously beside the actor (``hw.robot_learner``; then
@@ -333,6 +335,8 @@ def run(args: list[str] | None = None) -> int:
         control_rate_hz=float(p["control_rate_hz"]),
         max_obs_age_s=float(p["max_obs_age_s"]),
         reset_service=str(p["reset_service"]),
+        cameras=tuple(str(c) for c in p["cameras"] if c),
+        image_size=int(p["image_size"]),
     )
     env = RosArmEnv(str(p["task"]), config, node=node)
     human = RosHuman(env.node, env.mirror.action.dim, float(p["human_timeout_s"]))

@@ -292,3 +292,48 @@ print(json.dumps({{"recorded": recorded, "trained": trained, "learned": learned,
     # last 8 (5 of the last 6).
     assert sum(learned[-6:]) >= sum(learned[:6]) + 3, learned
     assert out["counters"]["learner"]["updates"] > 0
+
+
+@pytest.mark.slow
+def test_actor_node_runs_a_pixel_policy_on_the_arms_camera_topics(ros, tmp_path):
+    # A policy trained end to end on the front camera (--pixels, read at 8x8) runs on the stack:
+    # actor_node reads camera/front/image_raw at the arm's 16x16, the policy resizes each frame,
+    # and the store records the frames as the arm sent them.
+    from pathlib import Path
+
+    from handrail.launch import cli
+
+    run, store = tmp_path / "run", tmp_path / "store"
+    assert cli.main(["train", "--task", "pick_cube", "--pixels", "--pixels-size", "8",
+                     "--env-kwargs", "cameras=('front',)", "image_size=16", "--steps", "120",
+                     "--eval-every", "120", "--eval-episodes", "1", "--no-video", "--no-progress",
+                     "--loop.warmup-steps", "100", "--sac.hidden-dims", "32", "32",
+                     "--sac.batch-size", "32", "--sac.utd", "1", "--sac.image-channels", "8",
+                     "--sac.image-strides", "2", "--sac.image-features", "8",
+                     "--run-dir", str(run)]) == 0  # fmt: skip
+    params = tmp_path / "params.yaml"
+    stock = Path(cli.__file__).parent / "ros" / "sim_robot.yaml"
+    text = stock.read_text()
+    for node in ("sim_robot", "actor_node"):  # the same camera for the arm and the actor
+        text = text.replace(f"/**/{node}:\n  ros__parameters:\n",
+                            f"/**/{node}:\n  ros__parameters:\n    cameras: [front]\n"
+                            "    image_size: 16\n")  # fmt: skip
+    params.write_text(text)
+    out = ros(
+        PRELUDE
+        + rf'''
+stack = launch("params:={params}", "policy:={run}", "store:={store}", "episodes:=2",
+               LOADED_MACHINE_OBS_AGE)
+assert spin_until(lambda: len(status) >= 2, 120), status
+assert wait_actor_exit(30)
+code = stop(stack)
+import handrail.demos
+got = handrail.demos.open_store("{store}")
+data = got.load()
+print(json.dumps({{"status": status, "code": code, "episodes": data.num_episodes,
+                   "front": list(data.obs["front"].shape), "dtype": str(data.obs["front"].dtype),
+                   "moving": bool(np.any(data.obs["front"][0] != data.obs["front"][-1]))}}))
+'''
+    )
+    assert out["code"] == 0 and out["episodes"] == 2 and len(out["status"]) == 2
+    assert out["front"][1:] == [16, 16, 3] and out["dtype"] == "uint8" and out["moving"]
