@@ -23,16 +23,17 @@ from handrail.app.config import TrainConfig
 from handrail.control.step import Step
 
 
-def with_encoder_cameras(cfg: TrainConfig, encoder: Any) -> TrainConfig:
-    """``cfg`` with the cameras of ``encoder`` (an image encoder, or its
-    :func:`load` ``cameras_only``) in its env settings: they are the run's own (config.json), since
-    whatever loads its policy later must render them."""
-    if encoder is None:
+def with_model_cameras(cfg: TrainConfig, model: Any) -> TrainConfig:
+    """``cfg`` with the cameras of ``model`` in its env settings: an image encoder (or its
+    :func:`load` ``cameras_only``), or the success classifier whose cameras a ``--pixels``
+    learner reads. They are the run's own (config.json), since whatever loads its policy later
+    (eval, a resume, a base) must render them."""
+    if model is None:
         return cfg
     from handrail.app.config import format_env_kwargs
     from handrail.app.envs import with_cameras
 
-    kwargs = format_env_kwargs(with_cameras(cfg.task, cfg.env, encoder))
+    kwargs = format_env_kwargs(with_cameras(cfg.task, cfg.env, model))
     return dataclasses.replace(cfg, env_kwargs=kwargs)
 
 

@@ -93,8 +93,11 @@ def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
             f"{saved.learner}; start afresh with another --run-dir"
         )
     default = preset(config.task, residual_on=config.residual_on, human=config.human)
-    # The same command again: an encoder run saved the encoder's cameras in its env settings.
-    given = pixels.with_encoder_cameras(config, pixels.load(config.encoder, cameras_only=True))
+    # The same command again: an encoder run saved the encoder's cameras in its env settings,
+    # a --pixels run the cameras of its reward classifier.
+    given = pixels.with_model_cameras(config, pixels.load(config.encoder, cameras_only=True))
+    if config.pixels:
+        given = pixels.with_model_cameras(given, rewards.load_reward_classifier(config))
     changed = [f.name for f in dataclasses.fields(config)
                if f.name not in _RESUMABLE and getattr(config, f.name) != getattr(default, f.name)
                and getattr(given, f.name) != getattr(saved, f.name)]  # fmt: skip
@@ -124,7 +127,9 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         return train_distributed(cfg, settings, run_path)
     classifier = rewards.load_reward_classifier(cfg)
     encoder = pixels.load(cfg.encoder)
-    cfg = pixels.with_encoder_cameras(cfg, encoder)
+    cfg = pixels.with_model_cameras(cfg, encoder)
+    if cfg.pixels:  # the learner reads the classifier's cameras: eval must render them too
+        cfg = pixels.with_model_cameras(cfg, classifier)
     env_kwargs = rewards.env_kwargs(cfg, classifier)
     env = make_env(cfg.task, **env_kwargs)
     # Where the learner reads features, or no cameras, the store still records the frames.

@@ -80,6 +80,34 @@ def test_training_on_the_classifier_reports_it_against_the_task(
     env.close()
 
 
+def test_pixels_learn_end_to_end_from_the_cameras_the_classifier_judges(
+    classifier: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from handrail.learners.checkpoint import sac_from_checkpoint
+
+    store, clf = classifier
+    run = tmp_path / "run"
+    argv = ["train", "--task", "reach", "--demos", str(store), "--pixels",
+            "--reward", f"classifier:{clf}", "--steps", "150", "--eval-every", "150",
+            "--eval-episodes", "1", "--run-dir", str(run), "--no-progress",
+            "--env-kwargs", "episode_steps=30", "--loop.warmup-steps", "100",
+            "--sac.hidden-dims", "32", "32", "--sac.batch-size", "32",
+            "--sac.utd", "1", "--sac.image-channels", "8", "--sac.image-strides", "2",
+            "--sac.image-features", "8"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert json.loads((run / "reward_classifier.json").read_text())["episodes"] >= 150 // 30
+    # Evaluating and resuming (the same command again) render the classifier's cameras: they
+    # are the run's own env settings.
+    config = json.loads((run / "config.json").read_text())
+    assert "cameras=('front',)" in config["env_kwargs"]
+    assert cli.main([*argv, "--resume", str(run), "--steps", "200"]) == 0
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 0
+    # The classifier keeps its cameras in the observation, and the learner reads them.
+    assert sac_from_checkpoint(run / "checkpoints" / "latest" / "learner").obs_spec.images == (
+        "front",
+    )
+
+
 def test_bad_reward_inputs_get_one_line(
     classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
