@@ -307,12 +307,12 @@ def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
     """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
     from handrail.learners.specs import ActionSpec, ObsSpec
 
+    pixels = getattr(cfg, "pixels", False)  # TrainConfig's; other commands read no camera
     try:
         obs_spec = ObsSpec.from_space(env.observation_space, ignore=cfg.ignore_obs_keys,
-                                      images=getattr(cfg, "pixels", False),
-                                      image_size=getattr(cfg, "pixels_size", None))  # fmt: skip
+                                      images=pixels, image_size=getattr(cfg, "pixels_size", None))  # fmt: skip
         obs_spec.state_spec()  # cameras alone: name it here
-        if getattr(cfg, "pixels", False) and not obs_spec.images:
+        if pixels and not obs_spec.images:
             raise ValueError(
                 "--pixels: the observation has no camera key (uint8 H x W x 3); a handrail "
                 "task renders them with --env-kwargs cameras=('front','wrist') image_size=64"

@@ -134,7 +134,7 @@ class ObsSpec:
         check_frames(key, frames)
         if frames.shape[-3:] == shape:
             return frames
-        if frames.shape[-1] != shape[-1] or shape[0] != shape[1]:
+        if not self.takes(key, frames.shape[-3:]):
             raise ValueError(
                 f"camera {key!r}: frames of shape {frames.shape[-3:]}, the learner reads {shape}; "
                 "give it the camera it was trained on"

@@ -309,8 +309,8 @@ class SAC:
         self.residual = config.residual_scale > 0.0
         self.q_filtered = config.residual_q_filter if self.residual else "off"
         self.base_columns, self.critic_columns = _residual_columns(obs_spec, action_spec, config)
+        extra = np.arange(obs_spec.dim, self.input_spec.dim)  # the differences of ``pairs``
         if self.critic_columns is not None and self.pairs:  # the differences come after
-            extra = np.arange(obs_spec.dim, self.input_spec.dim)
             self.critic_columns = np.concatenate([self.critic_columns, extra])
         self.cameras = obs_spec.images
         if self.cameras and self.residual:
@@ -319,7 +319,6 @@ class SAC:
                 "encoder's features (handrail train --encoder PATH --residual-on BASE)"
             )
         if self.cameras:  # the encoder reads the frames; the networks its features and the rest
-            extra = np.arange(obs_spec.dim, self.input_spec.dim)  # differences of ``pairs``
             self.state_columns = np.concatenate([obs_spec.state_columns(), extra])
             self.encoder = CameraEncoders(
                 self.cameras, config.image_channels, config.image_strides, config.image_features
