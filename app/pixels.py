@@ -37,6 +37,36 @@ def with_model_cameras(cfg: TrainConfig, model: Any) -> TrainConfig:
     return dataclasses.replace(cfg, env_kwargs=kwargs)
 
 
+@dataclasses.dataclass(frozen=True)
+class StoreCameras:
+    """The camera fields of recorded episodes, as a camera model names what it reads
+    (:func:`handrail.app.envs.with_cameras` renders them)."""
+
+    cameras: tuple[str, ...]
+    """The camera fields, in the store's order."""
+    frame_shapes: dict[str, tuple[int, ...]]
+    """Each camera's frame shape (H, W, C)."""
+
+
+def store_cameras(data: Any, ignore: tuple[str, ...] = ()) -> StoreCameras:
+    """The camera fields of ``data`` (``EpisodeData``) a ``--pixels`` learner reads: every uint8
+    image field not in ``ignore``.
+
+    Raises:
+        ValueError: the episodes hold no camera field (naming what they hold and the fix).
+    """
+    from handrail.control.spaces import is_image
+
+    shapes = {k: tuple(np.shape(v)[1:]) for k, v in data.obs.items() if k not in ignore}
+    cams = {k: s for k, s in shapes.items() if is_image(s, np.asarray(data.obs[k]).dtype)}
+    if not cams:
+        raise ValueError(
+            f"--pixels: the store has no camera field (uint8 H x W x C) to learn from; it holds "
+            f"{sorted(shapes)}. Record the cameras (handrail record --cameras front,wrist)"
+        )
+    return StoreCameras(tuple(cams), cams)
+
+
 def load(path: Path | None, *, cameras_only: bool = False) -> Any:
     """The image encoder at ``path`` (None for None; ``cameras_only``: its
     :class:`~handrail.learners.agents.encoder.EncoderCameras`, no network), or a one-line

@@ -36,6 +36,7 @@ from handrail.control.step import (
     obs_dict,
     step_success,
 )
+from handrail.learners.images import check_cameras
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 Policy = Callable[[Mapping[str, np.ndarray]], np.ndarray]
@@ -107,6 +108,8 @@ class LearnedPolicy:
         version, params = self.source.latest()
         if version != self.version or self._policy is None:
             self._policy, self.version = self.make_policy(params), version
+        if self.obs_spec.images:  # a policy on cameras: name them if the env renders none
+            check_cameras(obs, self.obs_spec.images, "this policy")
         key = policy_key(self.base_key, self.calls)
         self.calls += 1
         action = np.asarray(self._policy(self.obs_spec.flatten(obs), key))

@@ -15,6 +15,7 @@ progress bar (:func:`progress_bar`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from handrail.control.spaces import is_image
 
-__all__ = ["check_frames", "progress_bar", "random_shift", "read_model_meta", "resize", "to_unit"]
+__all__ = ["check_cameras", "check_frames", "progress_bar", "random_shift", "read_model_meta", "resize", "to_unit"]
 
 
 def check_frames(name: str, frames: np.ndarray, per_step: int = 3) -> None:
@@ -39,6 +40,18 @@ def check_frames(name: str, frames: np.ndarray, per_step: int = 3) -> None:
             f"{dtype} with shape {shape}. Give the camera's raw uint8 frames (not floats, not "
             "channels first)"
         )
+
+
+def check_cameras(obs: Any, cameras: Sequence[str], what: str, how: str = "") -> None:
+    """Raise a one-line ValueError unless the observation ``obs`` holds every camera of
+    ``cameras``, which the policy ``what`` reads (``how``: e.g. through which encoder)."""
+    if isinstance(obs, Mapping) and all(c in obs for c in cameras):
+        return
+    have = sorted(obs) if isinstance(obs, Mapping) else f"an array {np.shape(obs)}"
+    raise ValueError(
+        f"{what} sees cameras {list(cameras)}{how}, but its observation has {have}: render those "
+        "cameras (--env-kwargs cameras=... image_size=...)"
+    )
 
 
 def resize(frames: np.ndarray, size: int) -> np.ndarray:

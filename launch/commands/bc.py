@@ -49,6 +49,15 @@ class BCCommand:
     encoder: Path | None = None
     """A frozen image encoder (``handrail encoder train``) the policy sees the store's cameras
     through, as ``handrail train --encoder`` (the run keeps a copy)."""
+    pixels: bool = False
+    """Clone from the store's camera fields end to end: each camera through a small conv
+    encoder of the policy's own, trained with it on randomly shifted frames (``--bc.image-*``),
+    beside the state keys (a handrail task's evaluation renders the store's cameras at its
+    frames' size). Leave out object poses with --ignore-obs-keys to clone from cameras and
+    proprioception alone."""
+    pixels_size: int | None = None
+    """With --pixels: the policy reads every camera at this size (square), each frame resized
+    once where it enters (the demos, the evaluation, a residual's base); None: as stored."""
     eval_episodes: int = 50
     """Episodes of the final evaluation on the task (0: none)."""
     success_key: str = "success"
@@ -66,6 +75,15 @@ class BCCommand:
             raise ValueError(f"--max-episodes must be >= 1, got {self.max_episodes}")
         if self.eval_episodes < 0:
             raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
+        if self.pixels_size is not None and (not self.pixels or self.pixels_size < 8):
+            raise ValueError(
+                f"--pixels-size {self.pixels_size}: needs --pixels, and a size of at least 8"
+            )
+        if self.pixels and self.encoder is not None:
+            raise ValueError(
+                "--pixels: not with --encoder (the policy's own encoder reads the cameras); use "
+                "--encoder PATH alone for a frozen one"
+            )
         if self.bc.seed not in (0, self.seed):  # it would be overwritten by --seed, silently
             raise ValueError(
                 f"--bc.seed {self.bc.seed} is set from --seed ({self.seed}); pass --seed "
@@ -130,13 +148,16 @@ def bc(cmd: BCCommand) -> int:
         ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         require_finite(reader, ids)  # nan or inf: named now, not by a loss later
         data = reader.load(episodes=ids)
-        env_settings = with_cameras(task, preset(task).env, encoder)  # as train and eval
+        cameras = pixels.store_cameras(data, cmd.ignore_obs_keys) if cmd.pixels else encoder
+        env_settings = with_cameras(task, preset(task).env, cameras)  # as train and eval
         env = pixels.wrap(make_env(task, **env_settings), encoder)
         data = pixels.encode_demos(data, encoder)
     except (StoreError, ValueError) as exc:
         raise ValueError(f"--demos {cmd.demos}: {exc}") from exc
     try:
-        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cmd.ignore_obs_keys)
+        obs_spec = ObsSpec.from_space(env.observation_space, ignore=cmd.ignore_obs_keys,
+                                      images=cmd.pixels, image_size=cmd.pixels_size)  # fmt: skip
+        obs_spec.state_spec()  # cameras alone: named here
     except (TypeError, ValueError) as exc:
         env.close()
         raise ValueError(f"--ignore-obs-keys {' '.join(cmd.ignore_obs_keys)}: {exc}") from exc
@@ -159,7 +180,8 @@ def bc(cmd: BCCommand) -> int:
                           "acted_by": list(cmd.acted_by), "success_key": cmd.success_key,
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
                           "env_kwargs": list(format_env_kwargs(env_settings)),
-                          "encoder": None if cmd.encoder is None else str(cmd.encoder)})  # fmt: skip
+                          "encoder": None if cmd.encoder is None else str(cmd.encoder),
+                          "pixels": cmd.pixels, "pixels_size": cmd.pixels_size})  # fmt: skip
         pixels.keep_copy(run_path, encoder)
 
         def log(record: dict[str, Any]) -> None:

@@ -8,6 +8,12 @@ split into training and validation sets (whole episodes, seeded), and the params
 lowest validation loss are kept. Observations are standardised with the training split's mean
 and standard deviation, saved with the params.
 
+With camera keys in the spec (``handrail bc --pixels``) the policy reads each camera through
+its own small conv encoder (:class:`~handrail.learners.agents.networks.CameraEncoders`),
+trained with the rest end to end; every training batch shifts each frame by its own random
+offset (DrQ's augmentation), validation and acting never do. Frames stay uint8 until the
+encoder; the state keys beside them are standardised as above.
+
 A checkpoint folder holds ``bc.msgpack`` (flax.serialization) and ``bc.json`` (config, specs,
 normaliser, validation loss); :func:`load_bc_policy` turns it into a
 :class:`~handrail.control.base_policy.BasePolicy`, chunked (queried every ``execute`` steps or
@@ -32,7 +38,8 @@ import numpy as np
 import optax
 
 from handrail.control.base_policy import BasePolicy, CallableBase, ChunkedBase
-from handrail.learners.agents.networks import MLP
+from handrail.learners.agents.networks import MLP, CameraEncoders, image_checks
+from handrail.learners.images import check_cameras, random_shift
 from handrail.learners.obs_norm import Pairs, extend, meeting_pairs
 from handrail.learners.specs import ActionSpec, ObsSpec
 
@@ -73,9 +80,19 @@ class BCConfig:
     relative_inputs: bool = True
     """Also read the differences of the columns every demonstration brings together (the
     gripper and the object: ``obs_norm.meeting_pairs``), as ``handrail train`` does."""
+    image_features: int = 64
+    """Camera keys (``--pixels``): features per camera of the image encoder."""
+    image_channels: tuple[int, ...] = (32, 32, 32, 32)
+    """Camera keys: channels of each 3x3 convolution of the image encoder."""
+    image_strides: tuple[int, ...] = (2, 2, 2, 1)
+    """Camera keys: the stride of each convolution (as many as ``image_channels``)."""
+    image_shift: int = 4
+    """Camera keys: each training batch shifts every frame by its own random offset of up to
+    this many pixels (0 = off); validation and acting never do."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
+        for name in ("hidden_dims", "image_channels", "image_strides"):
+            object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
             "horizon": self.horizon >= 1,
@@ -86,34 +103,57 @@ class BCConfig:
             "steps": self.steps >= 1,
             "eval_every": self.eval_every >= 1,
             "val_fraction": 0.0 <= self.val_fraction < 1.0,
-        }
+            **image_checks(self.image_channels, self.image_strides, self.image_features,
+                           self.image_shift),
+        }  # fmt: skip
         bad = [f"{n}={getattr(self, n)!r}" for n, ok in checks.items() if not ok]
         if bad:
             raise ValueError(
                 f"BCConfig: invalid {', '.join(bad)} (need widths/horizon/batch/steps >= 1, "
-                "1 <= execute <= horizon, lr > 0, weight_decay >= 0, val_fraction in [0, 1))"
+                "1 <= execute <= horizon, lr > 0, weight_decay >= 0, val_fraction in [0, 1), "
+                "image_features >= 1, one stride >= 1 per image channel count >= 1, "
+                "image_shift >= 0)"
             )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
-        return {**dataclasses.asdict(self), "hidden_dims": list(self.hidden_dims)}
+        out = dataclasses.asdict(self)
+        return {**out, **{k: list(out[k]) for k in ("hidden_dims", "image_channels",
+                                                     "image_strides")}}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BCConfig:
-        """Inverse of :meth:`to_json`."""
-        return cls(**{**data, "hidden_dims": tuple(data["hidden_dims"])})
+        """Inverse of :meth:`to_json` (a record from before the camera fields gets their
+        defaults)."""
+        return cls(**data)
+
+    def net(self, action_dim: int, cameras: tuple[str, ...] = ()) -> BCNet:
+        """The policy network for ``action_dim`` actions, reading ``cameras`` through an
+        encoder each (none: the state alone)."""
+        return BCNet(self.hidden_dims, self.horizon, action_dim, cameras, self.image_channels,
+                     self.image_strides, self.image_features)  # fmt: skip
 
 
 class BCNet(nn.Module):
-    """MLP -> ``horizon * action_dim`` outputs squashed by tanh, shaped (..., horizon, A)."""
+    """MLP -> ``horizon * action_dim`` outputs squashed by tanh, shaped (..., horizon, A); with
+    ``cameras``, the MLP reads their encoder's features after the state."""
 
     hidden_dims: tuple[int, ...]
     horizon: int
     action_dim: int
+    cameras: tuple[str, ...] = ()
+    image_channels: tuple[int, ...] = (32, 32, 32, 32)
+    image_strides: tuple[int, ...] = (2, 2, 2, 1)
+    image_features: int = 64
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
-        x = MLP(self.hidden_dims)(obs)
+    def __call__(self, obs: jax.Array, frames: tuple[jax.Array, ...] = ()) -> jax.Array:
+        x = obs
+        if self.cameras:  # uint8 frames, one (..., H, W, C) per camera
+            encoder = CameraEncoders(self.cameras, self.image_channels, self.image_strides,
+                                     self.image_features, name="encoder")  # fmt: skip
+            x = jnp.concatenate([obs, encoder(frames)], axis=-1)
+        x = MLP(self.hidden_dims)(x)
         out = nn.Dense(self.horizon * self.action_dim)(x)
         return jnp.tanh(out).reshape((*obs.shape[:-1], self.horizon, self.action_dim))
 
@@ -196,13 +236,15 @@ def train_bc(
     lengths = np.asarray(data.episode_lengths, np.int64)
     if len(lengths) == 0 or int(lengths.sum()) == 0:
         raise ValueError("behaviour cloning needs at least one episode with steps")
-    obs = obs_spec.flatten(data.obs)
+    state_spec = obs_spec.state_spec()  # the spec itself without cameras
+    obs = state_spec.flatten(data.obs)
+    frames = tuple(jnp.asarray(obs_spec.frames(k, data.obs[k])) for k in obs_spec.images)
     pairs: Pairs = ()
     if config.relative_inputs and len(lengths) > 1:  # where each episode starts and ends
         first, last = np.zeros(len(obs), bool), np.zeros(len(obs), bool)
         first[starts[lengths > 0]] = True
         last[(starts + lengths - 1)[lengths > 0]] = True
-        pairs = meeting_pairs(obs_spec, obs, first, last)
+        pairs = meeting_pairs(state_spec, obs, first, last)
         obs = extend(obs, pairs)
     actions = action_spec.from_env(np.asarray(data.action, np.float32))
     if selected is not None:
@@ -226,32 +268,68 @@ def train_bc(
     mean = obs[train_rows].mean(axis=0)
     std = np.maximum(obs[train_rows].std(axis=0), 1e-3)
     norm = ((obs - mean) / std).astype(np.float32)
-    net = BCNet(config.hidden_dims, config.horizon, action_spec.dim)
+    net = config.net(action_spec.dim, obs_spec.images)
     key = jax.random.PRNGKey(config.seed)
-    params = net.init(key, jnp.zeros((1, obs.shape[1])))["params"]
+    params = net.init(key, jnp.zeros((1, obs.shape[1])), tuple(f[:1] for f in frames))["params"]
     tx = optax.adamw(config.lr, weight_decay=config.weight_decay)
 
-    def loss_fn(p: Any, x: jax.Array, y: jax.Array, m: jax.Array) -> jax.Array:
-        pred: jax.Array = net.apply({"params": p}, x)  # type: ignore[assignment]
-        err = jnp.mean((pred - y) ** 2, axis=-1)
-        return jnp.sum(err * m) / jnp.maximum(jnp.sum(m), 1.0)
+    def sums(p: Any, rows: jax.Array, k: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """The masked squared error of ``rows`` summed, and their mask's sum; ``k``: shift
+        each frame by its own random offset (training only)."""
+        seen = tuple(f[rows] for f in frames)
+        if seen and k is not None and config.image_shift > 0:
+            keys = jax.random.split(k, len(seen))
+            shift = config.image_shift
+            seen = tuple(random_shift(f, kk, shift) for f, kk in zip(seen, keys, strict=True))
+        pred: jax.Array = net.apply({"params": p}, norm_d[rows], seen)  # type: ignore[assignment]
+        err = jnp.mean((pred - targets_d[rows]) ** 2, axis=-1)
+        return jnp.sum(err * mask_d[rows]), jnp.sum(mask_d[rows])
 
-    x_train, y_train, m_train = (jnp.asarray(a[train_rows]) for a in (norm, targets, mask))
-    x_val, y_val, m_val = (jnp.asarray(a[val_rows]) for a in (norm, targets, mask))
+    def loss_fn(p: Any, rows: jax.Array, k: jax.Array | None) -> jax.Array:
+        total, weight = sums(p, rows, k)
+        return total / jnp.maximum(weight, 1.0)
+
+    norm_d, targets_d, mask_d = (jnp.asarray(a) for a in (norm, targets, mask))
+    train_d = jnp.asarray(train_rows)
     batch = min(config.batch_size, len(train_rows))
 
-    @jax.jit
-    def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, Any]:
-        def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
-            p, opt = carry
-            idx = jax.random.randint(kk, (batch,), 0, x_train.shape[0])
-            loss, grads = jax.value_and_grad(loss_fn)(p, x_train[idx], y_train[idx], m_train[idx])
-            updates, opt = tx.update(grads, opt, p)
-            return (optax.apply_updates(p, updates), opt), loss
+    def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
+        p, opt = carry
+        k_rows, k_shift = jax.random.split(kk)
+        rows = train_d[jax.random.randint(k_rows, (batch,), 0, train_d.shape[0])]
+        loss, grads = jax.value_and_grad(loss_fn)(p, rows, k_shift)
+        updates, opt = tx.update(grads, opt, p)
+        return (optax.apply_updates(p, updates), opt), loss
 
-        (p, opt), losses = jax.lax.scan(one, (p, opt), jax.random.split(k, config.eval_every))
-        val = loss_fn(p, x_val, y_val, m_val) if val_rows.size else jnp.nan
-        return p, opt, jnp.mean(losses), val
+    val_chunks = [
+        jnp.asarray(c) for c in np.array_split(val_rows, max(1, -(-len(val_rows) // 512)))
+    ]
+
+    def validate(p: Any) -> jax.Array:
+        """The validation loss, in chunks of at most 512 rows (frames need the memory)."""
+        parts = [jax.jit(sums)(p, rows, None) for rows in val_chunks] if val_rows.size else []
+        if not parts:
+            return jnp.asarray(jnp.nan)
+        return sum(t for t, _ in parts) / jnp.maximum(sum(w for _, w in parts), 1.0)
+
+    if frames:  # XLA:CPU runs convolutions far slower inside a scan: one jitted step a call
+        step = jax.jit(one)
+
+        def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, Any]:
+            losses = []
+            for kk in jax.random.split(k, config.eval_every):
+                (p, opt), loss = step((p, opt), kk)
+                losses.append(loss)
+            return p, opt, jnp.mean(jnp.stack(losses)), validate(p)
+    else:
+
+        @jax.jit
+        def scanned(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array]:
+            (p, opt), losses = jax.lax.scan(one, (p, opt), jax.random.split(k, config.eval_every))
+            return p, opt, jnp.mean(losses)
+
+        def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, Any]:
+            return (*scanned(p, opt, k), validate(p))
 
     opt = tx.init(params)
     best, best_val = params, math.inf
@@ -326,16 +404,23 @@ def load_bc_policy(path: str | Path, encoder: Any = None) -> BasePolicy:
         ActionSpec.from_json(meta["action_spec"]),
     )
     pairs = tuple((int(i), int(j)) for i, j in meta.get("pairs", ()))
-    net = BCNet(config.hidden_dims, config.horizon, action_spec.dim)
-    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, obs_spec.dim + len(pairs))))["params"]
+    state_spec, cameras = obs_spec.state_spec(), obs_spec.images
+    net = config.net(action_spec.dim, cameras)
+    zeros = tuple(jnp.zeros((1, *shape), jnp.uint8) for *_, shape in obs_spec.image_slices())
+    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, state_spec.dim + len(pairs))), zeros)[
+        "params"
+    ]
     params = flax.serialization.from_bytes(template, (path / PARAMS_FILE).read_bytes())
     mean = np.asarray(meta["obs_mean"], np.float32)
     std = np.asarray(meta["obs_std"], np.float32)
-    apply = jax.jit(lambda x: net.apply({"params": params}, x))
+    apply = jax.jit(lambda x, frames: net.apply({"params": params}, x, frames))
 
     def chunk(obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        flat = (extend(obs_spec.flatten(obs), pairs) - mean) / std
-        return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None])))[0])
+        if cameras:
+            check_cameras(obs, cameras, f"the bc policy {path}")
+        flat = (extend(state_spec.flatten(obs), pairs) - mean) / std
+        frames = tuple(obs_spec.frames(k, obs[k])[None] for k in cameras)
+        return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None]), frames))[0])
 
     query: Callable[[Mapping[str, Any]], Any] = chunk
     if encoder is not None:

@@ -38,7 +38,14 @@ import numpy as np
 import optax
 
 from handrail.learners.agents.networks import MLP
-from handrail.learners.images import check_frames, progress_bar, read_model_meta, resize, to_unit
+from handrail.learners.images import (
+    check_cameras,
+    check_frames,
+    progress_bar,
+    read_model_meta,
+    resize,
+    to_unit,
+)
 
 FEATURES_KEY = "camera_features"
 """The observation key that replaces the cameras."""
@@ -558,13 +565,7 @@ def encoded_policy(
     cameras themselves."""
 
     def act(obs: Mapping[str, Any]) -> Any:
-        if not isinstance(obs, Mapping) or any(c not in obs for c in encoder.cameras):
-            have = sorted(obs) if isinstance(obs, Mapping) else f"an array {np.shape(obs)}"
-            raise ValueError(
-                f"this policy sees cameras {list(encoder.cameras)} through its encoder "
-                f"{encoder.path}, but its observation has {have}: render those cameras "
-                "(--env-kwargs cameras=... image_size=...)"
-            )
+        check_cameras(obs, encoder.cameras, "this policy", f" through its encoder {encoder.path}")
         return policy(encode_observation(encoder, obs))
 
     return act

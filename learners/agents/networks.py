@@ -127,6 +127,19 @@ class ConvEncoder(nn.Module):
         return x.reshape((*lead, self.features))
 
 
+def image_checks(
+    channels: Sequence[int], strides: Sequence[int], features: int, shift: int
+) -> dict[str, bool]:
+    """Whether each camera-encoder setting of an agent's config is valid, by field name (SAC's
+    and BC's share them)."""
+    return {
+        "image_features": features >= 1,
+        "image_channels": bool(channels) and min(channels) >= 1,
+        "image_strides": len(strides) == len(channels) and min(strides, default=0) >= 1,
+        "image_shift": shift >= 0,
+    }
+
+
 class CameraEncoders(nn.Module):
     """uint8 frames of each camera ``(..., H, W, C)`` -> one feature vector: a
     :class:`ConvEncoder` per camera (cameras see different things), features concatenated in

@@ -30,6 +30,7 @@ from handrail.learners.agents.networks import (
     Actor,
     CameraEncoders,
     CriticEnsemble,
+    image_checks,
     tanh_gaussian_sample,
 )
 from handrail.learners.images import random_shift
@@ -163,12 +164,9 @@ class SACConfig:
             "residual_q_margin": self.residual_q_margin >= 0.0,
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
             "late_entropy_blocks": self.late_entropy_blocks >= 0,
-            "image_features": self.image_features >= 1,
-            "image_channels": bool(self.image_channels) and min(self.image_channels) >= 1,
-            "image_strides": len(self.image_strides) == len(self.image_channels)
-            and min(self.image_strides, default=0) >= 1,
-            "image_shift": self.image_shift >= 0,
-        }
+            **image_checks(self.image_channels, self.image_strides, self.image_features,
+                           self.image_shift),
+        }  # fmt: skip
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
