@@ -46,10 +46,23 @@ def make_base(spec: str, task: str, env: Any) -> BasePolicy:
         if not path.exists():
             raise ValueError(f"--residual-on {spec}: {path} does not exist")
         loader = {"bc": _bc, "sb3": _sb3, "run": _run}[kind]
-        return loader(path, task, env)
+        base = loader(path, task, env)
+        return base if kind == "sb3" else _probed(base, spec, env)  # sb3 checks its spaces
     if rest and kind not in ("bc", "sb3", "run"):
         return _callable(kind, rest, env)
     raise ValueError(f"--residual-on {spec!r}: expected one of {', '.join(KINDS)}")
+
+
+def _probed(base: BasePolicy, spec: str, env: Any) -> BasePolicy:
+    """``base`` once it has acted on an observation of ``env``'s space (then reset): a learned
+    base that cannot read the env's observations (cameras the env does not render, a key of
+    another shape) stops here, before a run folder exists, not at the first step."""
+    try:
+        base(env.observation_space.sample())
+    except ValueError as exc:
+        raise ValueError(f"--residual-on {spec}: {exc}") from exc
+    base.reset(seed=None)
+    return base
 
 
 def _expert(task: str, env: Any) -> BasePolicy:
