@@ -108,8 +108,8 @@ class TrainConfig:
     agent's own, trained by the critics' loss with random shifts (DrQ, RLPD; ``--sac.image-*``),
     its uint8 frames stored once in the replay. A handrail task renders the cameras of
     ``--env-kwargs cameras=('front','wrist') image_size=64``. Needs a GPU to be quick; on a CPU
-    ``--encoder`` (frozen) is the faster path. Local SAC only (not --actors, --residual-on,
-    --encoder, --learner sb3|sbx)."""
+    ``--encoder`` (frozen) is the faster path. handrail's SAC only, local or ``--actors``
+    (not --residual-on, --encoder, --learner sb3|sbx)."""
     pixels_size: int | None = None
     """With --pixels: the learner reads every camera at this size (square), each frame
     resized once where it enters (the env loop, the demos, eval, a policy loaded from the

@@ -64,8 +64,6 @@ def check_distributed(cfg: TrainConfig) -> None:
         bad.append("--record")
     if cfg.encoder is not None:
         bad.append("--encoder")
-    if cfg.pixels:
-        bad.append("--pixels")
     if cfg.reward != "task":
         bad.append(f"--reward {cfg.reward}")
     if cfg.loop.takeover_penalty > 0:

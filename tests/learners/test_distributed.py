@@ -223,3 +223,37 @@ def test_params_are_never_older_than_the_fetch_interval_plus_one_broadcast() -> 
     assert max(age) <= dist.params_every + dist.broadcast_blocks + dist.send_every
     assert max(age) > dist.params_every // 2  # the bound is near what happens, not vacuous
     assert sender.params.version > 200  # the actor moved on to trained params
+
+
+def test_camera_steps_reach_the_learners_replay_as_uint8_frames_each_once() -> None:
+    """``--actors`` with ``--pixels``: actors send the env's observations, frames and all; the
+    learner keeps each frame once, as the uint8 the camera gave, beside the state, and learns
+    from them."""
+    import gymnasium as gym
+
+    space = gym.spaces.Dict({"cam": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+                             "x": gym.spaces.Box(-1, 1, (3,), np.float32)})  # fmt: skip
+    sac = SAC(ObsSpec.from_space(space, images=True), ActionSpec((-1.0, -1.0), (1.0, 1.0)),
+              SACConfig.cpu(hidden_dims=(32, 32), batch_size=8, utd=1, image_channels=(4,),
+                            image_strides=(2,), image_features=8))  # fmt: skip
+    dist = DistConfig(send_every=4)
+    service = LearnerService(sac, LoopConfig(warmup_steps=20, normalize_obs=False), dist, seed=0)
+    link = Link(service)
+    sender = _sender(service, link, dist)
+
+    def obs(i: int) -> dict[str, np.ndarray]:
+        return {"cam": np.full((8, 8, 3), i, np.uint8), "x": np.full(3, i / 100, np.float32)}
+
+    for i in range(40):
+        sender.add(Step(obs(i), np.zeros(2, np.float32), float(i), obs(i + 1), False,
+                        (i + 1) % 10 == 0))  # fmt: skip
+    assert sender.drain()
+    assert service.wait_for(40)
+    service.close()
+    live = service.learner.replay
+    online = int(np.asarray(live.size)[0])
+    frames = np.asarray(live.data["cam"])[:online]
+    assert frames.dtype == np.uint8 and online == 44  # 40 steps and 4 episodes' final rows
+    firsts = frames[:, 0, 0, 0].tolist()
+    assert sorted(firsts) == sorted([*range(41), 10, 20, 30])  # each frame once (and finals)
+    assert service.stats()["updates"] > 0
