@@ -109,7 +109,8 @@ class TrainConfig:
     its uint8 frames stored once in the replay. A handrail task renders the cameras of
     ``--env-kwargs cameras=('front','wrist') image_size=64``. Needs a GPU to be quick; on a CPU
     ``--encoder`` (frozen) is the faster path. handrail's SAC only, local or ``--actors``
-    (not --residual-on, --encoder, --learner sb3|sbx)."""
+    (not --encoder, --learner sb3|sbx); with --residual-on the base sees the env's
+    observation and the residual the cameras, the state and the base's action."""
     pixels_size: int | None = None
     """With --pixels: the learner reads every camera at this size (square), each frame
     resized once where it enters (the env loop, the demos, eval, a policy loaded from the
@@ -447,8 +448,7 @@ def check_task_options(config: TrainConfig) -> None:
             f"--pixels-size {config.pixels_size}: needs --pixels, and a size of at least 8"
         )
     if config.pixels:
-        clash = [flag for flag, on in (("--residual-on", config.residual_on is not None),
-                                       ("--encoder", config.encoder is not None),
+        clash = [flag for flag, on in (("--encoder", config.encoder is not None),
                                        (f"--learner {config.learner}", config.learner != "jax"))
                  if on]  # fmt: skip
         if clash:

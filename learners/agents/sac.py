@@ -311,13 +311,14 @@ class SAC:
         if self.critic_columns is not None and self.pairs:  # the differences come after
             self.critic_columns = np.concatenate([self.critic_columns, extra])
         self.cameras = obs_spec.images
-        if self.cameras and self.residual:
-            raise ValueError(
-                "SAC: residual RL on camera keys is not supported yet; give the residual the "
-                "encoder's features (handrail train --encoder PATH --residual-on BASE)"
-            )
         if self.cameras:  # the encoder reads the frames; the networks its features and the rest
             self.state_columns = np.concatenate([obs_spec.state_columns(), extra])
+            # A residual's critics read neither the frames' columns nor the base's action.
+            self.critic_state_columns = (
+                self.state_columns
+                if self.base_columns is None
+                else np.setdiff1d(self.state_columns, self.base_columns)
+            )
             self.encoder = CameraEncoders(
                 self.cameras, config.image_channels, config.image_strides, config.image_features
             )
@@ -406,22 +407,29 @@ class SAC:
         """What the critics see of a flat observation (a residual's critics: not the base)."""
         return obs if self.critic_columns is None else obs[..., self.critic_columns]
 
-    def features(self, encoder_params: Any, obs: jax.Array) -> jax.Array:
-        """What the actor's and critics' layers read of network-input ``obs`` with cameras: the
-        image encoder's features, then the other columns."""
+    def features(
+        self, encoder_params: Any, obs: jax.Array, columns: np.ndarray | None = None
+    ) -> jax.Array:
+        """What the actor's layers read of network-input ``obs`` with cameras: the image
+        encoder's features, then the other columns (``columns``: these instead, as the critics'
+        :attr:`critic_state_columns`)."""
         frames = [
             obs[..., cols].reshape((*obs.shape[:-1], *shape))
             for _, cols, shape in self.obs_spec.image_slices()
         ]
         encoded: jax.Array = self.encoder.apply({"params": encoder_params}, frames)  # type: ignore[assignment]
-        return jnp.concatenate([encoded, obs[..., self.state_columns]], axis=-1)
+        columns = self.state_columns if columns is None else columns
+        return jnp.concatenate([encoded, obs[..., columns]], axis=-1)
 
     def critic_fn(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """Q-values of all critics, shape (num_critics, ...); with cameras, the critics'
         encoder (``critic_params["encoder"]``) is trained through this."""
         if self.cameras:
-            obs, critic_params = self.features(critic_params["encoder"], obs), critic_params["q"]
-        q: jax.Array = self.critic.apply({"params": critic_params}, self.critic_obs(obs), action)  # type: ignore[assignment]
+            inputs = self.features(critic_params["encoder"], obs, self.critic_state_columns)
+            critic_params = critic_params["q"]
+        else:
+            inputs = self.critic_obs(obs)
+        q: jax.Array = self.critic.apply({"params": critic_params}, inputs, action)  # type: ignore[assignment]
         return q
 
     def subset_critic_fn(self, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
@@ -463,9 +471,10 @@ class SAC:
             encoder = self.encoder.init(key_encoder, frames)["params"]
             inputs = self.features(encoder, obs)
             actor_params = {"encoder": encoder, "pi": self.actor.init(key_actor, inputs)["params"]}
+            seen = self.features(encoder, obs, self.critic_state_columns)
             critic_params = {
                 "encoder": encoder,
-                "q": self.critic.init(key_critic, inputs, action)["params"],
+                "q": self.critic.init(key_critic, seen, action)["params"],
             }
         else:
             actor_params = self.actor.init(key_actor, obs)["params"]

@@ -82,7 +82,6 @@ def test_pixels_size_resizes_the_cameras_for_the_replay_and_for_eval(
     [
         ([], "--pixels: the observation has no camera key"),
         ([*CAMERA, "--learner", "sb3"], "--pixels: not with --learner sb3"),
-        ([*CAMERA, "--residual-on", "expert"], "--pixels: not with --residual-on"),
         ([*CAMERA, "--pixels-size", "4"], "--pixels-size 4: needs --pixels, and a size of"),
         (
             [
@@ -135,20 +134,29 @@ def test_a_pixel_run_killed_and_resumed_keeps_each_frame_once_as_an_unbroken_run
     run, store = tmp_path / "run", tmp_path / "store"
     child = "import sys; from handrail.launch import cli; sys.exit(cli.main(sys.argv[1:]))"
     rng = np.random.default_rng(0)
+
+    def saved_steps() -> int:
+        """The env steps of the latest checkpoint (0 while there is none, or while a new one
+        replaces the folder being read)."""
+        try:
+            text = (run / "checkpoints" / "latest" / "trainer.json").read_text()
+            return int(json.loads(text)["actor"]["env_steps"])
+        except (OSError, ValueError):
+            return 0
+
     for kill, resume in enumerate(([], ["--resume", str(run)])):
-        trainer_json = run / "checkpoints" / "latest" / "trainer.json"
-        done = json.loads(trainer_json.read_text())["actor"]["env_steps"] if resume else 0
-        proc = subprocess.Popen([sys.executable, "-c", child, *argv(run, store), *resume],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        done = saved_steps()
+        log = tmp_path / f"kill{kill}.log"
+        with log.open("wb") as err:
+            proc = subprocess.Popen([sys.executable, "-c", child, *argv(run, store), *resume],
+                                    stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            steps = json.loads(trainer_json.read_text())["actor"]["env_steps"] if (
-                trainer_json.exists()) else 0  # fmt: skip
-            if steps > done:  # a checkpoint of this process is written: kill after it
+            if saved_steps() > done:  # a checkpoint of this process is written: kill after it
                 time.sleep(float(rng.uniform(0.0, 1.5)) if kill else 0.0)
                 break
             time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        assert proc.poll() is None, log.read_text()[-2000:]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert cli.main([*argv(run, store), "--resume", str(run)]) == 0
@@ -184,12 +192,13 @@ def camera_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_bc_pixels_clones_through_its_own_encoder_and_serves_as_a_residuals_base(
+def test_bc_pixels_clones_through_its_own_encoder_and_a_pixel_residual_runs_on_it(
     camera_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``handrail bc --pixels --pixels-size 8`` on 16x16 frames: the checkpoint reads the camera
-    at 8x8 through an encoder of its own; the evaluation and a residual on it render the
-    camera (16x16) and resize it; without the camera, the residual stops in one line."""
+    at 8x8 through an encoder of its own; the evaluation and a ``--pixels`` residual on it
+    render the camera (16x16), which the base resizes; without the camera, the residual stops
+    in one line."""
     import json
 
     run = tmp_path / "bc"
@@ -211,8 +220,13 @@ def test_bc_pixels_clones_through_its_own_encoder_and_serves_as_a_residuals_base
     err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(err) == 1 and "sees cameras ['front'], but its observation has" in err[0], err
     assert not (tmp_path / "blind").exists()  # refused before the run folder
-    assert cli.main([*residual, "--env-kwargs", "cameras=('front',)", f"image_size={SIZE}",
-                     "--ignore-obs-keys", "front", "--run-dir", str(tmp_path / "res")]) == 0  # fmt: skip
+    # A residual that reads the camera too (--pixels), its base the bc policy on it.
+    assert cli.main([*residual, "--pixels", "--env-kwargs", "cameras=('front',)",
+                     f"image_size={SIZE}", "--sac.image-channels", "8", "8",
+                     "--sac.image-strides", "2", "2", "--sac.image-features", "16",
+                     "--run-dir", str(tmp_path / "res")]) == 0  # fmt: skip
+    replay = np.load(tmp_path / "res" / "checkpoints" / "latest" / "replay.npz")
+    assert replay["online/front"].dtype == np.uint8 and replay["online/front"].any()
     capsys.readouterr()
     assert cli.main(["eval", str(tmp_path / "res"), "--episodes", "1"]) == 0
     out = capsys.readouterr()

@@ -147,16 +147,43 @@ def test_the_shift_differs_per_sample_keeps_the_state_and_never_acts() -> None:
     np.testing.assert_allclose(actions, np.broadcast_to(actions[0], actions.shape), atol=1e-6)
 
 
-def test_pretraining_shares_the_encoder_and_cameras_refuse_a_residual() -> None:
+def test_pretraining_shares_the_encoder() -> None:
     sac = _sac()
     state = sac.init(jax.random.PRNGKey(0))
     new, _ = sac.pretrain_step(state, jax.tree_util.tree_map(lambda x: x[0], _batch()))
     for a, b in zip(jax.tree_util.tree_leaves(new.actor_params["encoder"]),
                     jax.tree_util.tree_leaves(new.critic_params["encoder"]), strict=True):  # fmt: skip
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_residual_on_cameras_acts_around_its_base_whose_action_its_critics_never_read() -> None:
+    """As on state: the actor reads the frames' features, the state and the base's action; the
+    critics the features and the state, not the base's action (they rate the executed one);
+    a fresh residual plays its base's action; an update moves the critics' encoder."""
     spec = ObsSpec((*SPEC.keys, "base_action"), (*SPEC.shapes, (2,)), SPEC.images)
-    with pytest.raises(ValueError, match="residual RL on camera keys is not supported yet"):
-        SAC(spec, ACTIONS, SACConfig(residual_scale=0.1))
+    sac = SAC(spec, ACTIONS, SACConfig(hidden_dims=(32, 32), num_critics=2, utd=UTD,
+                                       batch_size=BATCH, image_channels=(8, 8),
+                                       image_strides=(2, 1), image_features=16,
+                                       residual_scale=0.1, residual_q_filter="deploy"))  # fmt: skip
+    state = sac.init(jax.random.PRNGKey(0))
+    rng = np.random.default_rng(0)
+    flat = np.concatenate([_obs(rng, (4,)), rng.uniform(-0.5, 0.5, (4, 2))], -1).astype(np.float32)
+    other = flat.copy()
+    other[:, -2:] = -other[:, -2:]  # another base action, the same frames and state
+    action = jnp.asarray(rng.uniform(-1, 1, (4, 2)), jnp.float32)
+    np.testing.assert_array_equal(
+        np.asarray(sac.critic_fn(state.critic_params, jnp.asarray(flat), action)),
+        np.asarray(sac.critic_fn(state.critic_params, jnp.asarray(other), action)),
+    )
+    acted = sac.act(state, flat, jax.random.PRNGKey(1), deterministic=True)
+    np.testing.assert_allclose(acted, flat[:, -2:], atol=1e-6)  # zero correction: the base
+    batch = _batch()
+    base = jnp.asarray(rng.uniform(-0.5, 0.5, (UTD, BATCH, 2)), jnp.float32)
+    batch = batch._replace(obs=jnp.concatenate([batch.obs, base], -1),
+                           next_obs=jnp.concatenate([batch.next_obs, base], -1))  # fmt: skip
+    new, _ = sac.update(state, batch)
+    assert _norm(jax.tree_util.tree_map(jnp.subtract, new.critic_params["encoder"],
+                                        state.critic_params["encoder"])) > 0  # fmt: skip
 
 
 def test_the_learner_keeps_frames_as_uint8_and_its_batches_are_the_flat_observations() -> None:
