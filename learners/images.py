@@ -25,7 +25,15 @@ import numpy as np
 
 from handrail.control.spaces import is_image
 
-__all__ = ["check_cameras", "check_frames", "progress_bar", "random_shift", "read_model_meta", "resize", "to_unit"]
+__all__ = [
+    "check_cameras",
+    "check_frames",
+    "progress_bar",
+    "random_shift",
+    "read_model_meta",
+    "resize",
+    "to_unit",
+]
 
 
 def check_frames(name: str, frames: np.ndarray, per_step: int = 3) -> None:
