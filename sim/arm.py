@@ -26,6 +26,8 @@ unique names; the arm's names are listed in :data:`ARM_JOINTS`, :data:`FINGER_JO
 
 from __future__ import annotations
 
+from typing import Any
+
 import mujoco
 import numpy as np
 
@@ -198,12 +200,17 @@ def _asset_xml(asset: str) -> str:
 """
 
 
-def _worldbody_xml(worldbody: str) -> str:
+FRONT_VIEW = ((0.95, 0.0, 0.42), (0.45, 0.0, 0.02))
+"""Where the "front" camera stands and the point it looks at (m, world frame): close enough
+that a 4 cm cube on the table spans several pixels of an 84x84 image."""
+
+
+def _worldbody_xml(worldbody: str, front_view: tuple[Any, Any] = FRONT_VIEW) -> str:
     """The ``<worldbody>`` block: lights, floor, table, scene cameras, the arm, then the task."""
-    # "front" is an observation camera: close enough that a 4 cm cube spans several pixels of
-    # an 84x84 image. "overview" frames the whole arm and table for videos people watch.
-    front_pos = np.array([0.95, 0.0, 0.42])
-    front = _look_at_xyaxes(front_pos, np.array([0.45, 0.0, 0.02]))
+    # "front" is an observation camera (``front_view``). "overview" frames the whole arm and
+    # table for videos people watch.
+    front_pos = np.asarray(front_view[0], np.float64)
+    front = _look_at_xyaxes(front_pos, np.asarray(front_view[1], np.float64))
     overview_pos = np.array([1.3, -0.9, 0.95])
     overview = _look_at_xyaxes(overview_pos, np.array([0.3, 0.0, 0.2]))
     return f"""  <worldbody>
@@ -227,6 +234,7 @@ def build_mjcf(
     contact: str = "",
     sensor: str = "",
     timestep_s: float = 0.002,
+    front_view: tuple[Any, Any] = FRONT_VIEW,
 ) -> str:
     """Assemble the full scene (arm, gripper, table, cameras) with a task's fragments.
 
@@ -236,6 +244,8 @@ def build_mjcf(
         contact: MJCF pasted inside ``<contact>`` (pairs, excludes).
         sensor: MJCF pasted inside ``<sensor>``.
         timestep_s: physics time step.
+        front_view: where the "front" camera stands and the point it looks at (a task whose
+            objects leave the table frames them: reach's goals reach 0.4 m up).
 
     Returns:
         The MJCF document as a string, ready for :func:`load_model`.
@@ -244,7 +254,7 @@ def build_mjcf(
         '<mujoco model="handrail_panda">\n'
         + _header_xml(timestep_s)
         + _asset_xml(asset)
-        + _worldbody_xml(worldbody)
+        + _worldbody_xml(worldbody, front_view)
         + f"""  <contact>
     <exclude body1="finger_left_body" body2="finger_right_body"/>
     {contact}

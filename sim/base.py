@@ -186,7 +186,8 @@ class ArmEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.control_dt_s = config.control_dt_s
         self.metadata = {**self.metadata, "render_fps": round(1.0 / config.control_dt_s)}
-        xml = arm.build_mjcf(**self.scene_fragments(), timestep_s=config.physics_dt_s)
+        xml = arm.build_mjcf(**self.scene_fragments(), timestep_s=config.physics_dt_s,
+                             front_view=self.front_view())  # fmt: skip
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         self.controller = OperationalSpaceController(
@@ -225,6 +226,11 @@ class ArmEnv(gymnasium.Env):
     def scene_fragments(self) -> dict[str, str]:
         """MJCF fragments for :func:`handrail.sim.arm.build_mjcf` (task bodies)."""
         return {}
+
+    def front_view(self) -> tuple[Any, Any]:
+        """Where the ``front`` camera stands and the point it looks at (m): the table's
+        centre by default; a task whose objects leave the table frames them."""
+        return arm.FRONT_VIEW
 
     def task_spaces(self) -> dict[str, spaces.Box]:
         """Observation spaces of the task's keys (float32 Boxes)."""
