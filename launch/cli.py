@@ -108,6 +108,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         "handrail.launch.commands.encoder:train",
         "Pretrain a frozen image encoder on recorded frames (handrail train --encoder PATH).",
     ),
+    ("encoder", "import-resnet10"): Command(
+        "handrail.launch.commands.encoder:import_resnet10",
+        "Convert SERL's pretrained ResNet-10 params into a frozen encoder (--encoder PATH).",
+    ),
     ("bench", "sim"): Command(
         "handrail.bench.sim:bench_sim", "Env steps/s per task and share of time in mj_step."
     ),

@@ -5,6 +5,10 @@
 recorded actions) on every frame of the stores, and writes the encoder folder with its loss
 plot and a picture of its keypoints on validation frames. ``handrail train --encoder PATH``
 then learns from the cameras through it.
+
+``encoder import-resnet10 --params resnet10_params.pkl --cameras front wrist --out PATH``
+converts SERL's pretrained ResNet-10 into such a folder instead
+(:mod:`handrail.learners.agents.resnet`).
 """
 
 from __future__ import annotations
@@ -48,10 +52,7 @@ def train(cmd: Annotated[EncoderTrain, tyro.conf.arg(name="")]) -> int:
     from handrail.learners.agents.encoder import frames_and_actions, save_encoder, train_encoder
 
     out = Path(cmd.out)
-    if out.exists() and not (cmd.overwrite and (out / META_FILE).is_file()):
-        what = "an encoder: add --overwrite" if (out / META_FILE).is_file() else (
-            "something else: choose another --out")  # fmt: skip
-        raise ValueError(f"--out {out} already exists and holds {what}")
+    _check_out(out, cmd.overwrite)
     readers = []
     for path in cmd.demos:
         try:
@@ -78,6 +79,65 @@ def train(cmd: Annotated[EncoderTrain, tyro.conf.arg(name="")]) -> int:
     print(f"handrail encoder: encoder {out.resolve()}; train on it with handrail train "
           f"--encoder {out}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+@dataclass(frozen=True)
+class EncoderImport:
+    """Options of ``handrail encoder import-resnet10``."""
+
+    params: Path
+    """SERL's pretrained ResNet-10 params: its ``resnet10_params.pkl`` (a pickle of nested
+    dicts of arrays: load only a file you trust) or an ``.npz`` of ``a/b/kernel`` arrays."""
+    cameras: tuple[str, ...]
+    """The camera keys the encoder reads (each through the same frozen network)."""
+    out: Path
+    """Folder to write the encoder into (``handrail train --encoder PATH`` reads it)."""
+    image_size: int = 128
+    """Frames are resized once to this size where they enter (SERL's: 128; at least 32)."""
+    overwrite: bool = False
+    """Replace ``--out`` if it holds an encoder."""
+
+    def __post_init__(self) -> None:
+        if not self.cameras:
+            raise ValueError("--cameras: name at least one camera key (e.g. front wrist)")
+        if self.image_size < 32:
+            raise ValueError(
+                f"--image-size {self.image_size}: a ResNet-10 halves the frame 5 times; give "
+                "at least 32 (SERL's is 128)"
+            )
+
+
+def import_resnet10(cmd: Annotated[EncoderImport, tyro.conf.arg(name="")]) -> int:
+    """Convert SERL's pretrained ResNet-10 into a frozen encoder folder at ``--out``."""
+    from handrail.learners.agents.encoder import ImageEncoder, save_resnet10
+    from handrail.learners.agents.resnet import FEATURES, params_from_serl, read_params
+
+    out = Path(cmd.out)
+    _check_out(out, cmd.overwrite)
+    if not cmd.params.is_file():
+        raise ValueError(f"--params {cmd.params}: no such file")
+    try:
+        params = params_from_serl(read_params(cmd.params))
+    except ValueError as exc:
+        raise ValueError(f"--params {cmd.params}: {exc}") from exc
+
+    def fill(folder: Path) -> None:
+        save_resnet10(folder, params, cmd.cameras, cmd.image_size, str(cmd.params))
+
+    write_folder(out, fill)
+    ImageEncoder(out)  # it loads as every encoder does
+    print(f"handrail encoder: ResNet-10 from {cmd.params}: {FEATURES} features per camera "
+          f"{list(cmd.cameras)} at {cmd.image_size}x{cmd.image_size}; train on it with "
+          f"handrail train --encoder {out}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` that holds something, or an encoder without ``--overwrite``."""
+    if out.exists() and not (overwrite and (out / META_FILE).is_file()):
+        what = "an encoder: add --overwrite" if (out / META_FILE).is_file() else (
+            "something else: choose another --out")  # fmt: skip
+        raise ValueError(f"--out {out} already exists and holds {what}")
 
 
 def _keypoints_picture(folder: Path, data: Any, count: int = 6) -> None:

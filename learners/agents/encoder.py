@@ -409,6 +409,28 @@ def train_encoder(
     return EncoderResult(jax.device_get(best), history, mean, std, counts)
 
 
+def save_resnet10(path: str | Path, params: Any, cameras: Sequence[str], image_size: int,
+                  source: str) -> Path:  # fmt: skip
+    """Write converted ResNet-10 params (:func:`~handrail.learners.agents.resnet.
+    params_from_serl`) as an encoder folder reading ``cameras`` at ``image_size``."""
+    from handrail.learners.agents.resnet import FEATURES
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / PARAMS_FILE).write_bytes(flax.serialization.to_bytes(params))
+    config = EncoderConfig(cameras=tuple(cameras), image_size=image_size,
+                           target_size=min(32, image_size))  # fmt: skip
+    meta = {
+        "kind": "image_encoder", "format_version": FORMAT_VERSION, "arch": "resnet10",
+        "config": config.to_json(), "cameras": list(cameras),
+        "frame_shapes": {c: [image_size, image_size, 3] for c in cameras},
+        "action_dim": 0, "goal_dim": 0, "features": FEATURES * len(cameras),
+        "history": [], "sources": [source], "extra": {"converted_from": source},
+    }  # fmt: skip
+    (path / META_FILE).write_text(json.dumps(meta, indent=1))
+    return path
+
+
 def save_encoder(
     path: str | Path, result: EncoderResult, config: EncoderConfig, data: FramesAndActions,
     extra: Mapping[str, Any] | None = None,
@@ -460,19 +482,33 @@ class ImageEncoder(EncoderCameras):
         meta = self.meta
         self.config = EncoderConfig.from_json(meta["config"])
         self.dim = int(meta["features"])
-        net = _net(self.config, self.cameras, self.frame_shapes, int(meta["action_dim"]),
-                   int(meta["goal_dim"]))  # fmt: skip
+        self.arch = str(meta.get("arch", "keypoints"))
         s = self.config.image_size
-        template = net.init(jax.random.PRNGKey(0),
-                            {c: jnp.zeros((1, s, s, self.frame_shapes[c][-1]), jnp.uint8)
-                             for c in self.cameras})["params"]  # fmt: skip
+        frames = {c: jnp.zeros((1, s, s, self.frame_shapes[c][-1]), jnp.uint8)
+                  for c in self.cameras}  # fmt: skip
+        encode: Callable[[Any, Mapping[str, jax.Array]], jax.Array]
+        if self.arch == "resnet10":  # one frozen network for every camera
+            from handrail.learners.agents.resnet import ResNet10
+
+            resnet = ResNet10()
+            template = resnet.init(jax.random.PRNGKey(0), frames[self.cameras[0]])["params"]
+
+            def encode(p: Any, frames: Mapping[str, jax.Array]) -> jax.Array:
+                parts = [resnet.apply({"params": p}, frames[c]) for c in self.cameras]
+                return jnp.concatenate(parts, -1)  # type: ignore[arg-type]
+        else:
+            net = _net(self.config, self.cameras, self.frame_shapes, int(meta["action_dim"]),
+                       int(meta["goal_dim"]))  # fmt: skip
+            template = net.init(jax.random.PRNGKey(0), frames)["params"]
+
+            def encode(p: Any, frames: Mapping[str, jax.Array]) -> jax.Array:
+                out: jax.Array = net.apply({"params": p}, frames, method=EncoderNet.encode)  # type: ignore[assignment]
+                return out
+
         self.params = flax.serialization.from_bytes(
             template, (self.path / PARAMS_FILE).read_bytes()
         )
-        self.net = net
-        self._encode = jax.jit(
-            lambda p, frames: net.apply({"params": p}, frames, method=EncoderNet.encode)
-        )
+        self._encode = jax.jit(encode)
 
     def check_keys(self, shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
         """Raise a one-line ValueError unless ``shapes`` (key -> per-step shape) holds every
