@@ -28,6 +28,10 @@ key, the object's pose among them, left out) through a frozen encoder:
 7. per seed, ``handrail train --demos <5> --encoder <6> --ignore-obs-keys ...``: env steps to 90%
    sustained by the task's success.
 
+The end-to-end rows (``e2e``) learn from the same cameras and ``proprio`` with the agent's own
+encoder, trained through the critics (``handrail train --pixels``, the task's preset and
+``--e2e-args`` otherwise): env steps to 90% sustained by the task's success, per seed.
+
 Everything is kept in ``--out`` and reused, so the bench can be stopped and continued.
 """
 
@@ -54,7 +58,8 @@ class BenchVisionConfig:
     task: str = "pick_cube"
     """A handrail arm task (its scripted expert records the episodes)."""
     rows: tuple[str, ...] = ("classifier", "pixels")
-    """Which rows to run: classifier (a learned reward), pixels (cameras into the policy)."""
+    """Which rows to run: classifier (a learned reward), pixels (cameras into the policy
+    through a frozen encoder), e2e (cameras into the policy, its encoder trained end to end)."""
     cameras: str = "front,wrist"
     """Cameras the classifier and the encoder read."""
     image_size: int = 64
@@ -75,6 +80,9 @@ class BenchVisionConfig:
     """Gradient steps of the encoder."""
     encoder_args: str = "--encoder.goal-key proprio"
     """More ``handrail encoder train`` options for the pixel rows' encoder, one string."""
+    e2e_args: str = ""
+    """More ``handrail train`` options for the e2e rows, one string (e.g. a smaller encoder:
+    ``--sac.image-channels 16 16 16 --sac.image-strides 2 2 1``)."""
     eval_every: int = 1_000
     """Env steps between evaluations."""
     eval_episodes: int = 50
@@ -201,15 +209,19 @@ def prepare_pixels(cfg: BenchVisionConfig) -> dict[str, Any]:
         _cli(["encoder", "train", "--demos", str(demos), str(cfg.out / "failures"), "--out",
               str(enc), "--encoder.steps", str(cfg.encoder_steps), *shlex.split(cfg.encoder_args),
               "--no-progress"], "training the encoder")  # fmt: skip
+    return {"demos": str(demos), "encoder": str(enc), "ignored": all_but_proprio(cfg.task),
+            "probe": probe(enc, demos, held)}  # fmt: skip
+
+
+def all_but_proprio(task: str) -> list[str]:
+    """The task's state keys but ``proprio``: what a policy on the cameras leaves out."""
     from handrail import sim
 
-    env = sim.make(cfg.task)
+    env = sim.make(task)
     space = env.observation_space
     assert isinstance(space, gym.spaces.Dict)  # a handrail task's
-    ignored = [k for k in space.spaces if k != "proprio"]
     env.close()
-    return {"demos": str(demos), "encoder": str(enc), "ignored": ignored,
-            "probe": probe(enc, demos, held)}  # fmt: skip
+    return [k for k in space.spaces if k != "proprio"]
 
 
 def probe(enc: Path, train: Path, test: Path) -> dict[str, list[float]]:
@@ -246,6 +258,15 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
                 *pixels["ignored"], "--eval-every", str(cfg.eval_every), "--eval-episodes",
                 str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress")  # fmt: skip
         runs.append(Run(cfg.task, "pixels", seed, cfg.pixel_steps, folder, argv))
+    cameras = tuple(c for c in cfg.cameras.split(",") if c)
+    for seed in cfg.seeds if "e2e" in cfg.rows else ():
+        folder = cfg.out / f"e2e-s{seed}"
+        argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
+                "--pixels", "--env-kwargs", f"cameras={cameras!r}", f"image_size={cfg.image_size}",
+                "--ignore-obs-keys", *all_but_proprio(cfg.task), "--eval-every",
+                str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes), "--run-dir",
+                str(folder), "--no-progress", *shlex.split(cfg.e2e_args))  # fmt: skip
+        runs.append(Run(cfg.task, "e2e", seed, cfg.pixel_steps, folder, argv))
     clf: dict[str, Any] = prepared.get("classifier") or {}
     for seed in cfg.seeds if clf else ():
         folder = cfg.out / f"classifier-s{seed}"
@@ -310,6 +331,19 @@ def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
     """Each row's table: the pixel runs, then the classifier's scores and its runs."""
     lines: list[str] = []
     pixels = [r for r in rows if r["learner"] == "pixels"]
+    e2e = [r for r in rows if r["learner"] == "e2e"]
+    if e2e:
+        lines += [
+            "| seeds | input | env steps to 90% sustained | lowest eval after | final success "
+            "(100 episodes) | training minutes |",
+            "|---|---|---|---|---|---|",
+            f"| {seed_cells([r['seed'] for r in e2e], 'd')} | cameras (encoder trained end to "
+            f"end, --pixels) + proprio | {seed_cells([r.get('steps_to_goal') for r in e2e], ',')}"
+            f" | {seed_cells([r.get('min_after') for r in e2e], '.0%')} | "
+            f"{seed_cells([r['final']['success_rate'] for r in e2e], '.0%')} | "
+            f"{seed_cells([r['minutes'] for r in e2e], '.1f')} |",
+            "",
+        ]  # fmt: skip
     if "pixels" in prepared:
         p = prepared["pixels"]["probe"]
         lines += [
@@ -382,8 +416,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig = Figure(figsize=(6, 3.6), layout="constrained")
     ax = fig.subplots()
     labels = {"pixels": "cameras (frozen encoder) + proprio, task reward",
+              "e2e": "cameras (end to end) + proprio, task reward",
               "classifier": "state, classifier reward"}  # fmt: skip
-    for color, kind in zip(("C0", "C3"), labels, strict=True):
+    for color, kind in zip(("C0", "C2", "C3"), labels, strict=True):
         group = [r for r in rows if r["learner"] == kind]
         for i, r in enumerate(group):
             ax.plot([p[0] / 1e3 for p in r["curve"]], [p[2] for p in r["curve"]], color=color,
@@ -400,9 +435,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
     """A learned success classifier in place of the task's reward, judged by the task."""
-    unknown = sorted(set(cfg.rows) - {"classifier", "pixels"})
+    unknown = sorted(set(cfg.rows) - {"classifier", "pixels", "e2e"})
     if unknown or not cfg.rows:
-        raise ValueError(f"--rows {' '.join(cfg.rows)}: give classifier, pixels or both")
+        raise ValueError(f"--rows {' '.join(cfg.rows)}: give classifier, pixels, e2e or several")
     cfg.out.mkdir(parents=True, exist_ok=True)
     prepared: dict[str, Any] = {}
     if "pixels" in cfg.rows:

@@ -31,8 +31,29 @@ def test_the_pixel_rows_read_the_cameras_and_proprio_only(tmp_path: Path) -> Non
     assert "--reward" not in argv
 
 
+def test_the_e2e_rows_learn_from_the_cameras_and_proprio_with_their_own_encoder(
+    tmp_path: Path,
+) -> None:
+    cfg = BenchVisionConfig(task="reach", rows=("e2e",), seeds=(0, 2), pixel_steps=8_000,
+                            image_size=32, e2e_args="--sac.image-features 32", out=tmp_path)  # fmt: skip
+    runs = plan(cfg, {})
+    assert [(r.learner, r.seed, r.steps) for r in runs] == [("e2e", 0, 8_000), ("e2e", 2, 8_000)]
+    argv = runs[1].argv
+    assert "--pixels" in argv and "--encoder" not in argv and "--demos" not in argv
+    at = argv.index("--env-kwargs")
+    assert argv[at + 1 : at + 3] == ("cameras=('front', 'wrist')", "image_size=32")
+    at = argv.index("--ignore-obs-keys")
+    assert argv[at + 1 : at + 3] == ("goal", "goal_from_tcp_dm")
+    assert argv[-2:] == ("--sac.image-features", "32")
+    lines = table([_row("e2e", 0, 0.98), _row("e2e", 2, 0.91)], {})
+    assert (
+        "| 0, 2 | cameras (encoder trained end to end, --pixels) + proprio | -, - | -, - | 98%, 91% | 9.6, 9.6 |"
+        in lines
+    )
+
+
 def test_the_table_and_plot_of_the_pixel_rows(tmp_path: Path) -> None:
-    rows = [_row("pixels", 0, 0.37), _row("pixels", 1, 0.14)]
+    rows = [_row("pixels", 0, 0.37), _row("pixels", 1, 0.14), _row("e2e", 0, 0.9)]
     lines = table(rows, {"pixels": PIXELS})
     assert (
         "| 0, 1 | cameras (frozen encoder) + proprio | -, - | -, - | 37%, 14% | 9.6, 9.6 |" in lines
@@ -43,6 +64,6 @@ def test_the_table_and_plot_of_the_pixel_rows(tmp_path: Path) -> None:
 
 
 def test_an_unknown_row_is_one_line_before_anything_runs(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="--rows pixel: give classifier, pixels or both"):
+    with pytest.raises(ValueError, match="--rows pixel: give classifier, pixels, e2e or several"):
         bench_vision(BenchVisionConfig(rows=("pixel",), out=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
