@@ -81,8 +81,8 @@ class BenchVisionConfig:
     encoder_args: str = "--encoder.goal-key proprio"
     """More ``handrail encoder train`` options for the pixel rows' encoder, one string."""
     e2e_args: str = ""
-    """More ``handrail train`` options for the e2e rows, one string (e.g. a smaller encoder:
-    ``--sac.image-channels 16 16 16 --sac.image-strides 2 2 1``)."""
+    """More ``handrail train`` options for the e2e rows, one string given with ``=`` (it starts
+    with ``--``): ``--e2e-args="--sac.image-channels 16 16 16 --sac.image-strides 2 2 1"``."""
     eval_every: int = 1_000
     """Env steps between evaluations."""
     eval_episodes: int = 50
