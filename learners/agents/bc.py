@@ -295,7 +295,8 @@ def train_bc(
 
     def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
         p, opt = carry
-        k_rows, k_shift = jax.random.split(kk)
+        # A state policy draws its rows from ``kk`` itself, as before cameras came in.
+        k_rows, k_shift = jax.random.split(kk) if frames else (kk, None)
         rows = train_d[jax.random.randint(k_rows, (batch,), 0, train_d.shape[0])]
         loss, grads = jax.value_and_grad(loss_fn)(p, rows, k_shift)
         updates, opt = tx.update(grads, opt, p)
@@ -305,9 +306,11 @@ def train_bc(
         jnp.asarray(c) for c in np.array_split(val_rows, max(1, -(-len(val_rows) // 512)))
     ]
 
+    val_sums = jax.jit(sums)
+
     def validate(p: Any) -> jax.Array:
         """The validation loss, in chunks of at most 512 rows (frames need the memory)."""
-        parts = [jax.jit(sums)(p, rows, None) for rows in val_chunks] if val_rows.size else []
+        parts = [val_sums(p, rows, None) for rows in val_chunks] if val_rows.size else []
         if not parts:
             return jnp.asarray(jnp.nan)
         return sum(t for t, _ in parts) / jnp.maximum(sum(w for _, w in parts), 1.0)
@@ -329,7 +332,8 @@ def train_bc(
             return p, opt, jnp.mean(losses)
 
         def block(p: Any, opt: Any, k: jax.Array) -> tuple[Any, Any, jax.Array, Any]:
-            return (*scanned(p, opt, k), validate(p))
+            p, opt, loss = scanned(p, opt, k)
+            return p, opt, loss, validate(p)  # the block's params, not those it began with
 
     opt = tx.init(params)
     best, best_val = params, math.inf

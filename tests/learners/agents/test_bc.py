@@ -214,3 +214,19 @@ def test_bc_validates_on_the_frames_as_recorded_never_shifted() -> None:
                                 (jnp.asarray(data.obs["cam"][rows]),)))  # fmt: skip
     want = float(np.mean((pred[:, 0] - ACT.from_env(data.action[rows])) ** 2))
     assert result.best_val_loss == pytest.approx(want, rel=1e-4)
+
+
+def test_the_best_validation_loss_is_that_of_the_params_kept() -> None:
+    """Each validation loss is of the params at the end of its block (the kept ones among
+    them), computed here by hand."""
+    import jax.numpy as jnp
+
+    data = episodes(count=6, length=12)
+    config = BCConfig(hidden_dims=(16,), steps=200, eval_every=100, batch_size=16,
+                      relative_inputs=False)  # fmt: skip
+    result = train_bc(data, OBS, ACT, config)
+    rows = np.concatenate([np.arange(e * 12, e * 12 + 12) for e in result.val_episodes])
+    x = (data.obs["x"][rows] - result.obs_mean) / result.obs_std
+    pred = np.asarray(config.net(ACT.dim).apply({"params": result.params}, jnp.asarray(x)))
+    want = float(np.mean((pred[:, 0] - ACT.from_env(data.action[rows])) ** 2))
+    assert result.best_val_loss == pytest.approx(want, rel=1e-4)
