@@ -293,16 +293,6 @@ def _unknown_task(task: str, option: str, why: str) -> ValueError:
     )
 
 
-def check_spaces(env: gym.Env, task: str) -> tuple[Any, Any]:
-    """ObsSpec/ActionSpec of an env, with errors that name the task."""
-    from handrail.learners.specs import ActionSpec, ObsSpec
-
-    try:
-        return ObsSpec.from_space(env.observation_space), ActionSpec.from_space(env.action_space)
-    except TypeError as exc:
-        raise TypeError(f"--task {task!r}: {exc}") from exc
-
-
 def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
     """ObsSpec/ActionSpec of the env, with errors that name the task and the fix."""
     from handrail.learners.specs import ActionSpec, ObsSpec
