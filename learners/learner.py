@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -35,6 +36,9 @@ from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.replay import Mixture, ReplayField, ReplayLayout, ReplayState, Rows
 from handrail.learners.specs import ObsSpec
+
+REPLAY_FILE = "replay.npz"
+"""A checkpoint's replay (and step count)."""
 
 ONLINE, DEMOS, INTERVENTIONS = "online", "demos", "interventions"
 
@@ -422,6 +426,23 @@ class Learner:
             "first_online": {str(k): v for k, v in self._first_online.items()},
             "in_intervention": {str(k): v for k, v in self._in_intervention.items()},
         }
+
+    def save_files(self, path: Path, counters: dict[str, Any], counters_file: str,
+                   **arrays: np.ndarray) -> None:  # fmt: skip
+        """Write a checkpoint's files into ``path``: the agent (``learner/``, ``counters`` in
+        its record), the replay with ``arrays`` and the step count (``replay.npz``, synced), and
+        ``counters`` again as ``counters_file`` (a loader checks the two agree)."""
+        from handrail.learners.checkpoint import save_checkpoint
+
+        save_checkpoint(path / "learner", self.state, self.sac.config, self.sac.obs_spec,
+                        self.sac.action_spec, extra=counters, pairs=self.sac.pairs)  # fmt: skip
+        out = {**replay_io.to_arrays(self.layout, self.replay), **arrays,
+               "steps": np.asarray(self.steps, np.int64)}  # fmt: skip
+        with open(path / REPLAY_FILE, "wb") as f:
+            np.savez(f, allow_pickle=False, **out)
+            f.flush()
+            os.fsync(f.fileno())
+        (path / counters_file).write_text(json.dumps(counters))
 
     def restore(self, state: SACState, replay_state: ReplayState, counters: dict[str, Any]) -> None:
         """Adopt a saved state, replay and counters (checked by the caller)."""

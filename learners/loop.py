@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import queue
 import threading
@@ -40,15 +39,13 @@ from handrail.control.step import BOX_KEY, Step, TransitionSink
 from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.agents.sac import SAC, SACState
-from handrail.learners.checkpoint import load_checkpoint, read_json, save_checkpoint
-from handrail.learners.learner import Learner, LoopConfig, update_block
+from handrail.learners.checkpoint import load_checkpoint, read_json
+from handrail.learners.learner import REPLAY_FILE, Learner, LoopConfig, update_block
 from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
 from handrail.learners.specs import ActionSpec
 
 TRAINER_FILE = "trainer.json"
 """Counters of the learner and the actor, next to ``learner/`` and the replay."""
-REPLAY_FILE = "replay.npz"
-"""The replay's live rows."""
 
 
 def check_env(env: Any, sac: SAC) -> None:
@@ -198,19 +195,8 @@ class Trainer:
                 "Trainer.save: call it between episodes (right after a step that ended one); "
                 "mid-episode state is not saved"
             )
-        counters = self.counters()
-        save_checkpoint(path / "learner", self.learner.state, self.sac.config, self.sac.obs_spec,
-                        self.sac.action_spec, extra=counters, pairs=self.sac.pairs)  # fmt: skip
-        arrays = replay_io.to_arrays(self.learner.layout, self.learner.replay)
-        arrays["pending_action"] = (
-            np.zeros(0, np.float32) if self._pending is None else self._pending
-        )
-        arrays["steps"] = np.asarray(self.learner.steps, np.int64)
-        with open(path / REPLAY_FILE, "wb") as f:
-            np.savez(f, allow_pickle=False, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        (path / TRAINER_FILE).write_text(json.dumps(counters))
+        pending = np.zeros(0, np.float32) if self._pending is None else self._pending
+        self.learner.save_files(path, self.counters(), TRAINER_FILE, pending_action=pending)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore a saved trainer (same env, config and seed) and continue from it."""

@@ -51,7 +51,7 @@ from handrail.learners.checkpoint import (
     save_checkpoint,
     write_checkpoint_dir,
 )
-from handrail.learners.learner import Learner, LoopConfig
+from handrail.learners.learner import REPLAY_FILE, Learner, LoopConfig
 from handrail.learners.replay import Rows
 
 LEARNER_FILE = "distributed.json"
@@ -383,19 +383,9 @@ class LearnerService:
                         "actors": {str(i): dataclasses.asdict(r)
                                    for i, r in self.actors.items()}}  # fmt: skip
 
-            def fill(path: Path) -> None:
-                save_checkpoint(path / "learner", self.learner.state, self.sac.config,
-                                self.sac.obs_spec, self.sac.action_spec, extra=counters,
-                                pairs=self.sac.pairs)  # fmt: skip
-                arrays = replay_io.to_arrays(self.learner.layout, self.learner.replay)
-                arrays["steps"] = np.asarray(self.learner.steps, np.int64)
-                with open(path / "replay.npz", "wb") as f:
-                    np.savez(f, allow_pickle=False, **arrays)
-                    f.flush()
-                    os.fsync(f.fileno())
-                (path / LEARNER_FILE).write_text(json.dumps(counters))
-
-            write_checkpoint_dir(self.latest_dir, fill)
+            write_checkpoint_dir(
+                self.latest_dir, lambda path: self.learner.save_files(path, counters, LEARNER_FILE)
+            )
             self.saved_steps = self.learner.steps
             self.next_checkpoint = self.learner.steps + self.dist.checkpoint_every
             for record in self.actors.values():
@@ -408,7 +398,7 @@ class LearnerService:
         counters = read_json(self.latest_dir / LEARNER_FILE)
         if counters != extra:
             raise ValueError(f"{self.latest_dir}: its files are not from one save; start afresh")
-        arrays = replay_io.load_arrays(self.latest_dir / "replay.npz")
+        arrays = replay_io.load_arrays(self.latest_dir / REPLAY_FILE)
         self.learner.restore(state, replay_io.from_arrays(self.learner.layout, arrays),
                              counters["learner"])  # fmt: skip
         self.blocks_done = counters["blocks_done"]
