@@ -424,6 +424,20 @@ def _build(template: Any, values: dict[str, Any], prefix: str = "") -> Any:
     return type(template)(**kwargs)
 
 
+def check_pixel_options(pixels: bool, pixels_size: int | None, others: dict[str, bool]) -> None:
+    """The one-line refusals of ``--pixels`` and ``--pixels-size`` (``handrail train`` and
+    ``handrail bc``): a size without ``--pixels`` or under 8, and ``--pixels`` beside an option
+    that reads the cameras another way (``others``: each such flag, and whether it was given)."""
+    if pixels_size is not None and (not pixels or pixels_size < 8):
+        raise ValueError(f"--pixels-size {pixels_size}: needs --pixels, and a size of at least 8")
+    clash = [flag for flag, given in others.items() if given]
+    if pixels and clash:
+        raise ValueError(
+            f"--pixels: not with {', '.join(clash)} (the agent's own encoder reads the "
+            "cameras); use --encoder PATH alone for a frozen one"
+        )
+
+
 def check_task_options(config: TrainConfig) -> None:
     """Options that apply to handrail tasks only are errors on other envs; residual options
     come together (a base and a correction scale)."""
@@ -443,19 +457,9 @@ def check_task_options(config: TrainConfig) -> None:
             f"--sac.residual-q-filter {config.sac.residual_q_filter} needs a base policy to fall "
             "back on: give --residual-on BASE, or leave the filter off"
         )
-    if config.pixels_size is not None and (not config.pixels or config.pixels_size < 8):
-        raise ValueError(
-            f"--pixels-size {config.pixels_size}: needs --pixels, and a size of at least 8"
-        )
-    if config.pixels:
-        clash = [flag for flag, on in (("--encoder", config.encoder is not None),
-                                       (f"--learner {config.learner}", config.learner != "jax"))
-                 if on]  # fmt: skip
-        if clash:
-            raise ValueError(
-                f"--pixels: not with {', '.join(clash)} (the agent's own encoder reads the "
-                "cameras); use --encoder PATH alone for a frozen one"
-            )
+    check_pixel_options(config.pixels, config.pixels_size,
+                        {"--encoder": config.encoder is not None,
+                         f"--learner {config.learner}": config.learner != "jax"})  # fmt: skip
     if config.expert_demos and config.task not in HANDRAIL_TASKS:
         raise ValueError(
             f"--expert-demos needs a handrail task {HANDRAIL_TASKS} (they have scripted "

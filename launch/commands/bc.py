@@ -75,15 +75,9 @@ class BCCommand:
             raise ValueError(f"--max-episodes must be >= 1, got {self.max_episodes}")
         if self.eval_episodes < 0:
             raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
-        if self.pixels_size is not None and (not self.pixels or self.pixels_size < 8):
-            raise ValueError(
-                f"--pixels-size {self.pixels_size}: needs --pixels, and a size of at least 8"
-            )
-        if self.pixels and self.encoder is not None:
-            raise ValueError(
-                "--pixels: not with --encoder (the policy's own encoder reads the cameras); use "
-                "--encoder PATH alone for a frozen one"
-            )
+        from handrail.app.config import check_pixel_options
+
+        check_pixel_options(self.pixels, self.pixels_size, {"--encoder": self.encoder is not None})
         if self.bc.seed not in (0, self.seed):  # it would be overwritten by --seed, silently
             raise ValueError(
                 f"--bc.seed {self.bc.seed} is set from --seed ({self.seed}); pass --seed "
