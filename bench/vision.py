@@ -101,6 +101,11 @@ class BenchVisionConfig:
     """Record, train the classifier or encoder and score it held out; start no training run."""
 
 
+def _cameras(cfg: BenchVisionConfig) -> tuple[str, ...]:
+    """The camera names of ``--cameras`` (comma-separated)."""
+    return tuple(c for c in cfg.cameras.split(",") if c)
+
+
 def _cli(argv: list[str], what: str) -> None:
     from handrail.launch import cli
 
@@ -132,8 +137,7 @@ def record_failures(cfg: BenchVisionConfig, out: Path, seed: int) -> None:
     from handrail.learners.actor import Actor
     from handrail.learners.specs import ActionSpec
 
-    cameras = tuple(c for c in cfg.cameras.split(",") if c)
-    env = sim.make(cfg.task, cameras=cameras, image_size=cfg.image_size)
+    env = sim.make(cfg.task, cameras=_cameras(cfg), image_size=cfg.image_size)
     expert, spec = sim.make_expert(cfg.task, env), ActionSpec.from_space(env.action_space)
     rng = np.random.default_rng(seed)
 
@@ -258,12 +262,12 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
                 *pixels["ignored"], "--eval-every", str(cfg.eval_every), "--eval-episodes",
                 str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress")  # fmt: skip
         runs.append(Run(cfg.task, "pixels", seed, cfg.pixel_steps, folder, argv))
-    cameras = tuple(c for c in cfg.cameras.split(",") if c)
+    ignored = all_but_proprio(cfg.task) if "e2e" in cfg.rows else []
     for seed in cfg.seeds if "e2e" in cfg.rows else ():
         folder = cfg.out / f"e2e-s{seed}"
         argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
-                "--pixels", "--env-kwargs", f"cameras={cameras!r}", f"image_size={cfg.image_size}",
-                "--ignore-obs-keys", *all_but_proprio(cfg.task), "--eval-every",
+                "--pixels", "--env-kwargs", f"cameras={_cameras(cfg)!r}",
+                f"image_size={cfg.image_size}", "--ignore-obs-keys", *ignored, "--eval-every",
                 str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes), "--run-dir",
                 str(folder), "--no-progress", *shlex.split(cfg.e2e_args))  # fmt: skip
         runs.append(Run(cfg.task, "e2e", seed, cfg.pixel_steps, folder, argv))
@@ -327,35 +331,33 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
             "gap_steps": {int(v): int(c) for v, c in zip(values, counts, strict=True)}}  # fmt: skip
 
 
+def _runs_table(runs: list[dict[str, Any]], label: str) -> list[str]:
+    """A row's runs as one line of a table under its header (seed by seed in each cell),
+    then a blank line."""
+    return [
+        "| seeds | input | env steps to 90% sustained | lowest eval after | final success "
+        "(100 episodes) | training minutes |",
+        "|---|---|---|---|---|---|",
+        f"| {seed_cells([r['seed'] for r in runs], 'd')} | {label} | "
+        f"{seed_cells([r.get('steps_to_goal') for r in runs], ',')} | "
+        f"{seed_cells([r.get('min_after') for r in runs], '.0%')} | "
+        f"{seed_cells([r['final']['success_rate'] for r in runs], '.0%')} | "
+        f"{seed_cells([r['minutes'] for r in runs], '.1f')} |",
+        "",
+    ]
+
+
 def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
     """Each row's table: the pixel runs, then the classifier's scores and its runs."""
     lines: list[str] = []
     pixels = [r for r in rows if r["learner"] == "pixels"]
     e2e = [r for r in rows if r["learner"] == "e2e"]
     if e2e:
-        lines += [
-            "| seeds | input | env steps to 90% sustained | lowest eval after | final success "
-            "(100 episodes) | training minutes |",
-            "|---|---|---|---|---|---|",
-            f"| {seed_cells([r['seed'] for r in e2e], 'd')} | cameras (encoder trained end to "
-            f"end, --pixels) + proprio | {seed_cells([r.get('steps_to_goal') for r in e2e], ',')}"
-            f" | {seed_cells([r.get('min_after') for r in e2e], '.0%')} | "
-            f"{seed_cells([r['final']['success_rate'] for r in e2e], '.0%')} | "
-            f"{seed_cells([r['minutes'] for r in e2e], '.1f')} |",
-            "",
-        ]  # fmt: skip
+        lines += _runs_table(e2e, "cameras (encoder trained end to end, --pixels) + proprio")
     if "pixels" in prepared:
         p = prepared["pixels"]["probe"]
         lines += [
-            "| seeds | input | env steps to 90% sustained | lowest eval after | final success "
-            "(100 episodes) | training minutes |",
-            "|---|---|---|---|---|---|",
-            f"| {seed_cells([r['seed'] for r in pixels], 'd')} | cameras (frozen encoder) + "
-            f"proprio | {seed_cells([r.get('steps_to_goal') for r in pixels], ',')} | "
-            f"{seed_cells([r.get('min_after') for r in pixels], '.0%')} | "
-            f"{seed_cells([r['final']['success_rate'] for r in pixels], '.0%')} | "
-            f"{seed_cells([r['minutes'] for r in pixels], '.1f')} |",
-            "",
+            *_runs_table(pixels, "cameras (frozen encoder) + proprio"),
             "The encoder's features against the object's position on held-out demonstrations "
             f"(R^2 of x, y, z): features {p['features']}, features and proprio "
             f"{p['features_proprio']}, proprio alone {p['proprio']}.",
