@@ -38,7 +38,7 @@ import numpy as np
 import optax
 
 from handrail.control.base_policy import BasePolicy, CallableBase, ChunkedBase
-from handrail.learners.agents.networks import MLP, CameraEncoders, image_checks
+from handrail.learners.agents.networks import IMAGE_NEEDS, MLP, CameraEncoders, image_checks
 from handrail.learners.images import check_cameras, random_shift
 from handrail.learners.obs_norm import Pairs, extend, meeting_pairs
 from handrail.learners.specs import ActionSpec, ObsSpec
@@ -83,15 +83,18 @@ class BCConfig:
     image_features: int = 64
     """Camera keys (``--pixels``): features per camera of the image encoder."""
     image_channels: tuple[int, ...] = (32, 32, 32, 32)
-    """Camera keys: channels of each 3x3 convolution of the image encoder."""
+    """Camera keys: channels of each convolution of the image encoder."""
     image_strides: tuple[int, ...] = (2, 2, 2, 1)
     """Camera keys: the stride of each convolution (as many as ``image_channels``)."""
+    image_kernels: tuple[int, ...] = ()
+    """Camera keys: the kernel size of each convolution (none: 3 everywhere); a kernel equal
+    to its stride is a patch embedding, run as a matmul (fast on a CPU)."""
     image_shift: int = 4
     """Camera keys: each training batch shifts every frame by its own random offset of up to
     this many pixels (0 = off); validation and acting never do."""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_dims", "image_channels", "image_strides"):
+        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
             object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
@@ -104,22 +107,21 @@ class BCConfig:
             "eval_every": self.eval_every >= 1,
             "val_fraction": 0.0 <= self.val_fraction < 1.0,
             **image_checks(self.image_channels, self.image_strides, self.image_features,
-                           self.image_shift),
+                           self.image_shift, self.image_kernels),
         }  # fmt: skip
         bad = [f"{n}={getattr(self, n)!r}" for n, ok in checks.items() if not ok]
         if bad:
             raise ValueError(
                 f"BCConfig: invalid {', '.join(bad)} (need widths/horizon/batch/steps >= 1, "
                 "1 <= execute <= horizon, lr > 0, weight_decay >= 0, val_fraction in [0, 1), "
-                "image_features >= 1, one stride >= 1 per image channel count >= 1, "
-                "image_shift >= 0)"
+                f"{IMAGE_NEEDS})"
             )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
         out = dataclasses.asdict(self)
         return {**out, **{k: list(out[k]) for k in ("hidden_dims", "image_channels",
-                                                     "image_strides")}}  # fmt: skip
+                                                     "image_strides", "image_kernels")}}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BCConfig:
@@ -131,7 +133,7 @@ class BCConfig:
         """The policy network for ``action_dim`` actions, reading ``cameras`` through an
         encoder each (none: the state alone)."""
         return BCNet(self.hidden_dims, self.horizon, action_dim, cameras, self.image_channels,
-                     self.image_strides, self.image_features)  # fmt: skip
+                     self.image_strides, self.image_features, self.image_kernels)  # fmt: skip
 
 
 class BCNet(nn.Module):
@@ -145,13 +147,14 @@ class BCNet(nn.Module):
     image_channels: tuple[int, ...] = (32, 32, 32, 32)
     image_strides: tuple[int, ...] = (2, 2, 2, 1)
     image_features: int = 64
+    image_kernels: tuple[int, ...] = ()
 
     @nn.compact
     def __call__(self, obs: jax.Array, frames: tuple[jax.Array, ...] = ()) -> jax.Array:
         x = obs
         if self.cameras:  # uint8 frames, one (..., H, W, C) per camera
             encoder = CameraEncoders(self.cameras, self.image_channels, self.image_strides,
-                                     self.image_features, name="encoder")  # fmt: skip
+                                     self.image_features, self.image_kernels, name="encoder")  # fmt: skip
             x = jnp.concatenate([obs, encoder(frames)], axis=-1)
         x = MLP(self.hidden_dims)(x)
         out = nn.Dense(self.horizon * self.action_dim)(x)

@@ -27,6 +27,7 @@ from handrail.learners import obs_norm
 from handrail.learners.agents import losses
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.networks import (
+    IMAGE_NEEDS,
     Actor,
     CameraEncoders,
     CriticEnsemble,
@@ -126,17 +127,21 @@ class SACConfig:
     camera, shared by the critics and trained through their loss; the actor reads its features
     with the gradient stopped, as DrQ-v2 and RLPD do)."""
     image_channels: tuple[int, ...] = (32, 32, 32, 32)
-    """Camera observations: channels of each 3x3 convolution of the image encoder."""
+    """Camera observations: channels of each convolution of the image encoder."""
     image_strides: tuple[int, ...] = (2, 2, 2, 1)
     """Camera observations: the stride of each convolution (as many as ``image_channels``)."""
+    image_kernels: tuple[int, ...] = ()
+    """Camera observations: the kernel size of each convolution (as many as
+    ``image_channels``; none: 3 everywhere). A kernel equal to its stride is a patch embedding,
+    run as a matmul: ``--sac.image-kernels 4 3 3 --sac.image-strides 4 2 1`` is the fast
+    encoder on a CPU (docs/cameras.md)."""
     image_shift: int = 4
     """Camera observations: each update shifts every sampled frame by its own random offset of
     up to this many pixels (DrQ's augmentation; 0 = off); acting never does."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_dims", tuple(int(h) for h in self.hidden_dims))
-        object.__setattr__(self, "image_channels", tuple(int(c) for c in self.image_channels))
-        object.__setattr__(self, "image_strides", tuple(int(c) for c in self.image_strides))
+        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
+            object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
             "num_critics": self.num_critics >= 1,
@@ -165,7 +170,7 @@ class SACConfig:
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
             "late_entropy_blocks": self.late_entropy_blocks >= 0,
             **image_checks(self.image_channels, self.image_strides, self.image_features,
-                           self.image_shift),
+                           self.image_shift, self.image_kernels),
         }  # fmt: skip
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -177,8 +182,7 @@ class SACConfig:
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
                 "residual_penalty >= 0 and only with residual_scale > 0, residual_q_filter off, "
                 "deploy or always, residual_q_margin >= 0, actor_delay_blocks and "
-                "late_entropy_blocks >= 0, image_features >= 1, one stride >= 1 per image "
-                "channel count >= 1, image_shift >= 0)"
+                f"late_entropy_blocks >= 0, {IMAGE_NEEDS})"
             )
 
     @classmethod
@@ -207,7 +211,7 @@ class SACConfig:
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
         out = dataclasses.asdict(self)
-        for name in ("hidden_dims", "image_channels", "image_strides"):
+        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
             out[name] = list(out[name])
         return out
 
@@ -320,7 +324,11 @@ class SAC:
                 else np.setdiff1d(self.state_columns, self.base_columns)
             )
             self.encoder = CameraEncoders(
-                self.cameras, config.image_channels, config.image_strides, config.image_features
+                self.cameras,
+                config.image_channels,
+                config.image_strides,
+                config.image_features,
+                config.image_kernels,
             )
         self.actor = Actor(config.hidden_dims, action_spec.dim, zero_mean=self.residual)
         self.critic = CriticEnsemble(

@@ -241,3 +241,18 @@ def test_frames_of_another_size_are_resized_where_they_enter() -> None:
         spec.flatten({**obs, "front": obs["front"].astype(np.float32)})
     with pytest.raises(ValueError, match="camera 'front': frames of shape \\(32, 32, 1\\)"):
         spec.flatten({**obs, "front": obs["front"][..., :1]})
+
+
+def test_a_patch_stem_trains_through_the_critics_and_bad_kernels_are_one_line() -> None:
+    sac = _sac(image_kernels=(4, 3), image_strides=(4, 1))
+    state = sac.init(jax.random.PRNGKey(0))
+    stem = state.critic_params["encoder"]["camera_front"]["Conv_0"]["kernel"]
+    assert stem.shape == (4, 4, 3, 8)
+    new, metrics = sac.update(state, _batch())
+    assert float(metrics["update/nonfinite"]) == 0.0
+    moved = new.critic_params["encoder"]["camera_front"]["Conv_0"]["kernel"] - stem
+    assert float(jnp.abs(moved).sum()) > 0
+    assert SACConfig.from_json(sac.config.to_json()).image_kernels == (4, 3)
+    for kernels in [(4,), (4, 0)]:
+        with pytest.raises(ValueError, match=r"image_kernels=\(4,"):
+            SACConfig(image_channels=(8, 8), image_strides=(4, 1), image_kernels=kernels)
