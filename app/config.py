@@ -23,6 +23,7 @@ from handrail.app.human import HumanLoopConfig
 from handrail.app.presets import (
     GENERIC,
     MANIPULATION,
+    PIXELS,
     RESIDUAL_SAC,
     SAC_PRESETS,
     TASK_PRESETS,
@@ -222,19 +223,20 @@ class Settings:
     def preset(self) -> str:
         """The preset in words and why: ``task pick_cube``, ``manipulation (no preset for
         <task>; ...)`` or ``generic (no preset for <task>; ...)``, then the layers above it that
-        apply (``+ with_person``, ``+ residual``...)."""
+        apply (``+ pixels``, ``+ with_person``, ``+ residual``...)."""
         task, config = self.config.task, self.config
         words = f"task {task}"
         if task not in TASK_PRESETS:
             kind, why = base_preset(task, config.demos is not None, config.success_key)[::2]
             words = f"{kind} (no preset for {task}; {why})"
         above = [name for name in self.applied if name.startswith("sac-preset:")
-                 or name in ("with_person", "residual", "task residual")]  # fmt: skip
+                 or name in ("pixels", "with_person", "residual", "task residual")]  # fmt: skip
         return " + ".join([words, *above])
 
 
-LAYERS: tuple[str, ...] = ("default", "cpu", "task:<name> | manipulation | generic", "sac-preset:<name>",
-                           "with_person", "residual", "task residual", "command line")  # fmt: skip
+LAYERS: tuple[str, ...] = ("default", "cpu", "task:<name> | manipulation | generic", "pixels",
+                           "sac-preset:<name>", "with_person", "residual", "task residual",
+                           "command line")  # fmt: skip
 """The layers a setting can come from, lowest first (each one over those before it)."""
 
 
@@ -244,8 +246,9 @@ def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
 
     Layers, lowest first: ``default`` (the config dataclasses' own), ``cpu`` (SACConfig.cpu,
     the learner a run starts from), the task's preset (``task:<name>``, ``generic`` for a task
-    without one), the named SAC preset ``sac-preset:<name>`` (unless ``sac_preset`` is "task"),
-    the task's ``with_person`` settings (``human`` other than "none"), ``residual``
+    without one), ``pixels`` (:data:`~handrail.app.presets.PIXELS`, with ``pixels``), the
+    named SAC preset ``sac-preset:<name>`` (unless ``sac_preset`` is "task"), the task's
+    ``with_person`` settings (``human`` other than "none"), ``residual``
     (:data:`~handrail.app.presets.RESIDUAL_SAC`) and the task's own ``task residual`` settings
     (both with ``residual_on``), then ``command line``: ``overrides``, and ``task``,
     ``residual_on``, ``human`` and ``sac_preset`` where they are not TrainConfig's defaults.
@@ -275,6 +278,7 @@ def resolve(task: str, *, residual_on: str | None = None, human: str = "none",
         ("default", default),
         ("cpu", _sac_layer("cpu")),
         (base[0], own),
+        ("pixels", _preset_layer(PIXELS) if mine.get("pixels") else {}),
         (f"sac-preset:{sac_preset}", {} if sac_preset == "task" else _sac_layer(sac_preset)),
         ("with_person", _preset_layer(spec.get("with_person", {})) if human != "none" else {}),
         ("residual", {f"sac.{k}": v for k, v in RESIDUAL_SAC.items()} if residual_on else {}),
@@ -316,6 +320,8 @@ def settings_of(config: TrainConfig) -> Settings:
     bench or a test): those of its presets where it holds their values, ``command line``
     where it does not."""
     chosen: dict[str, Any] = {"demos": config.demos} if config.demos is not None else {}
+    if config.pixels:
+        chosen["pixels"] = True
     if config.success_key != "success":
         chosen["success_key"] = config.success_key
     base = resolve(config.task, residual_on=config.residual_on, human=config.human,

@@ -110,6 +110,18 @@ MANIPULATION: Layer = {
 """The preset of a task without its own that is trained from demonstrations or judged by a
 success flag (``--demos``, ``--success-key``): the arm tasks' sparse-reward settings."""
 
+PIXELS: Layer = {
+    "sac": {"utd": 2,  # docs/presets.md#pixels: 2 critic steps per env step fit a CPU
+            "batch_size": 64,  # #pixels: half the arm tasks' batch, at twice the updates
+            "num_critics": 2,  # #pixels: each critic reads the shared encoder's features
+            "image_channels": (16, 16, 16),  # #pixels: a CPU-sized encoder
+            "image_kernels": (4, 3, 3),  # #pixels: a 4x4 patch embedding first, a matmul
+            "image_strides": (4, 2, 1),  # #pixels: 64x64 -> 16x16 -> 8x8 -> 8x8
+            "image_features": 32},  # #pixels: features per camera
+    "loop": {"buffer_capacity": 100_000},  # #pixels: 100k rows of two 64x64 cameras, 2.5 GB
+}  # fmt: skip
+"""The learner of a run on cameras (``--pixels``), over the task's preset."""
+
 RESIDUAL_SAC: dict[str, Any] = {
     "algorithm": "td3",  # docs/presets.md#residual-rl: SAC's entropy bonus drowned the residual
     "residual_scale": 0.1,  # #residual-rl: a correction of at most 0.1 (normalised)

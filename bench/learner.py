@@ -51,8 +51,9 @@ PLATFORMS = ("cpu", "cuda")
 
 PIXELS = ":pixels"
 """An env name ending so (``pick_cube:pixels``) adds the wrist and front cameras at 64x64 to the
-task's state: handrail learns from them end to end (``--pixels``), SB3 with its
-``MultiInputPolicy`` (a NatureCNN per camera beside the state; SBX has no image policy)."""
+task's state: handrail learns from them end to end with the encoder ``handrail train --pixels``
+gives (:data:`~handrail.app.presets.PIXELS`), SB3 with its ``MultiInputPolicy`` (a NatureCNN
+per camera beside the state; SBX has no image policy)."""
 CAMERAS: dict[str, Any] = {"cameras": ("front", "wrist"), "image_size": 64}
 
 
@@ -98,6 +99,7 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
         critic_layer_norm=spec["layer_norm"],
         utd=spec["utd"],
         batch_size=spec["batch"],
+        **(_pixel_encoder() if spec["env"].endswith(PIXELS) else {}),
     )
     sac = SAC(_obs_spec(env), ActionSpec.from_space(env.action_space), cfg)
     capacity = spec["warmup"] + spec["steps"] + 100
@@ -111,6 +113,13 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     seconds = time.perf_counter() - start
     update_ms = _update_only_ms(sac, trainer.state, max(10, spec["steps"] // spec["utd"]))
     return {"seconds": seconds, "update_only_ms": update_ms, **_dims(env)}
+
+
+def _pixel_encoder() -> dict[str, Any]:
+    """The image encoder of ``handrail train --pixels`` (its preset layer's ``image_*``)."""
+    from handrail.app.presets import PIXELS as LAYER
+
+    return {k: v for k, v in LAYER["sac"].items() if k.startswith("image_")}
 
 
 def _run_async(trainer: Any, spec: dict[str, Any]) -> dict[str, float]:

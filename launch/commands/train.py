@@ -50,8 +50,8 @@ class TrainCommand:
 def parse_command(argv: Sequence[str], prog: str = "handrail train",
                   description: str = "Train a policy on a task (defaults: the task's preset)."
                   ) -> TrainCommand:  # fmt: skip
-    """The settings of a command line: its ``--task``'s presets (with those of ``--human``,
-    ``--residual-on`` and ``--sac-preset``), then every option it names, as ``command line``
+    """The settings of a command line: its ``--task``'s presets (with those of ``--pixels``,
+    ``--human``, ``--residual-on`` and ``--sac-preset``), then every option it names, as ``command line``
     (even where the value equals the layer below)."""
     argv = list(argv)
     task = option_value(argv, "--task") or "pick_cube"
@@ -61,7 +61,10 @@ def parse_command(argv: Sequence[str], prog: str = "handrail train",
         "sac_preset": option_value(argv, "--sac-preset") or "task",
     }
     demos = option_value(argv, "--demos")  # a store replaces the preset's expert demos
-    default = resolve(task, **selected, overrides={"demos": Path(demos)} if demos else None)
+    first: dict[str, Any] = {"demos": Path(demos)} if demos else {}
+    if "--pixels" in argv:  # a run on cameras has its own layer
+        first["pixels"] = True
+    default = resolve(task, **selected, overrides=first)
     options = tyro.cli(_Options, default=_Options(default.config), args=argv, prog=prog,
                        description=description)  # fmt: skip
     named = _named(argv, {*default.values, "env_kwargs"})

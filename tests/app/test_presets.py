@@ -85,6 +85,27 @@ def test_a_named_sac_preset_is_a_layer_over_the_tasks() -> None:
         resolve("pick_cube", sac_preset="fast")
 
 
+def test_a_run_on_cameras_has_the_pixels_layer_under_a_named_sac_preset_and_the_command_line() -> (
+    None
+):
+    argv = ["--task", "pick_cube", "--pixels", "--env-kwargs", "cameras=('front','wrist')"]
+    settings = parse_command(argv).settings
+    sac = settings.config.sac
+    assert (sac.utd, sac.image_kernels, settings.config.loop.buffer_capacity) == (2, (4, 3, 3),
+                                                                                 100_000)  # fmt: skip
+    for path in ("sac.utd", "sac.batch_size", "sac.image_strides", "loop.buffer_capacity"):
+        assert settings.layers[path] == "pixels", path
+    assert settings.layers["sac.actor_utd"] == "task:pick_cube"  # the task's stays underneath
+    assert settings.preset == "task pick_cube + pixels"
+    rlpd = parse_command([*argv, "--sac-preset", "rlpd", "--sac.image-kernels", "3", "3", "3",
+                          "--sac.image-strides", "2", "2", "1"]).settings  # fmt: skip
+    assert (rlpd.config.sac.utd, rlpd.layers["sac.utd"]) == (20, "sac-preset:rlpd")
+    assert rlpd.layers["sac.image_kernels"] == "command line"
+    assert rlpd.layers["sac.image_channels"] == "pixels"
+    assert "pixels" not in resolve("pick_cube").applied  # state runs never see it
+    assert settings_of(settings.config).layers["sac.utd"] == "pixels"
+
+
 def test_a_config_made_in_python_records_what_differs_from_its_presets() -> None:
     config = preset("pick_cube", seed=3, sac={"utd": 8, "batch_size": 64})
     settings = settings_of(config)
