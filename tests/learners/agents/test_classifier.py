@@ -99,6 +99,11 @@ def test_random_shift_differs_per_sample_and_keeps_the_shape() -> None:
     assert out.shape == frames.shape and out.dtype == np.uint8
     assert len({o.tobytes() for o in out}) > 4  # each sample its own offset
     assert (np.asarray(random_shift(frames, jax.random.PRNGKey(0), pad=0)) == frames).all()
+    # Each frame is a crop of itself with its border replicated, by at most 2 pixels.
+    padded = np.pad(frames, ((0, 0), (2, 2), (2, 2), (0, 0)), mode="edge")
+    crops = {(dy, dx): padded[:, dy : dy + 8, dx : dx + 8] for dy in range(5) for dx in range(5)}
+    for i, o in enumerate(out):
+        assert any((c[i] == o).all() for c in crops.values()), i
 
 
 def test_resize_averages_whole_blocks_and_keeps_uint8() -> None:
