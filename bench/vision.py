@@ -1,5 +1,6 @@
 """``handrail bench vision``: learning what a real arm sees: a learned success reward
-(``classifier`` rows) and a policy that sees the cameras, not the object (``pixels`` rows).
+(``classifier`` rows) and a policy that sees the cameras, not the object (``pixels`` and
+``e2e`` rows).
 
 A robot reports no success. The classifier rows train on a task as a user of one would, with
 the success flag replaced by a classifier on camera frames, and check both against the
@@ -29,8 +30,8 @@ key, the object's pose among them, left out) through a frozen encoder:
    sustained by the task's success.
 
 The end-to-end rows (``e2e``) learn from the same cameras and ``proprio`` with the agent's own
-encoder, trained through the critics (``handrail train --pixels``, the task's preset and
-``--e2e-args`` otherwise): env steps to 90% sustained by the task's success, per seed.
+encoder, trained through the critics (``handrail train --pixels``: the task's preset under the
+``pixels`` layer, and ``--e2e-args``): env steps to 90% sustained by the task's success, per seed.
 
 Everything is kept in ``--out`` and reused, so the bench can be stopped and continued.
 """
