@@ -51,8 +51,8 @@ def parse_command(argv: Sequence[str], prog: str = "handrail train",
                   description: str = "Train a policy on a task (defaults: the task's preset)."
                   ) -> TrainCommand:  # fmt: skip
     """The settings of a command line: its ``--task``'s presets (with those of ``--pixels``,
-    ``--human``, ``--residual-on`` and ``--sac-preset``), then every option it names, as ``command line``
-    (even where the value equals the layer below)."""
+    ``--human``, ``--residual-on`` and ``--sac-preset``), then every option it names, as
+    ``command line`` (even where the value equals the layer below)."""
     argv = list(argv)
     task = option_value(argv, "--task") or "pick_cube"
     selected: dict[str, Any] = {

@@ -38,7 +38,13 @@ import numpy as np
 import optax
 
 from handrail.control.base_policy import BasePolicy, CallableBase, ChunkedBase
-from handrail.learners.agents.networks import IMAGE_NEEDS, MLP, CameraEncoders, image_checks
+from handrail.learners.agents.networks import (
+    IMAGE_NEEDS,
+    IMAGE_TUPLES,
+    MLP,
+    CameraEncoders,
+    image_checks,
+)
 from handrail.learners.images import check_cameras, random_shift
 from handrail.learners.obs_norm import Pairs, extend, meeting_pairs
 from handrail.learners.specs import ActionSpec, ObsSpec
@@ -49,6 +55,10 @@ META_FILE = "bc.json"
 """Config, specs, normaliser and validation loss."""
 FORMAT_VERSION = 1
 """Bumped when the BC checkpoint layout changes."""
+
+
+_TUPLE_FIELDS = ("hidden_dims", *IMAGE_TUPLES)
+"""BCConfig's tuple fields: tuples of ints in the config, lists in its JSON."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class BCConfig:
     this many pixels (0 = off); validation and acting never do."""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
+        for name in _TUPLE_FIELDS:
             object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
@@ -120,8 +130,7 @@ class BCConfig:
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
         out = dataclasses.asdict(self)
-        return {**out, **{k: list(out[k]) for k in ("hidden_dims", "image_channels",
-                                                     "image_strides", "image_kernels")}}  # fmt: skip
+        return {**out, **{k: list(out[k]) for k in _TUPLE_FIELDS}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BCConfig:
@@ -154,7 +163,8 @@ class BCNet(nn.Module):
         x = obs
         if self.cameras:  # uint8 frames, one (..., H, W, C) per camera
             encoder = CameraEncoders(self.cameras, self.image_channels, self.image_strides,
-                                     self.image_features, self.image_kernels, name="encoder")  # fmt: skip
+                                     self.image_features, self.image_kernels,
+                                     name="encoder")  # fmt: skip
             x = jnp.concatenate([obs, encoder(frames)], axis=-1)
         x = MLP(self.hidden_dims)(x)
         out = nn.Dense(self.horizon * self.action_dim)(x)

@@ -157,6 +157,9 @@ class ConvEncoder(nn.Module):
         return x.reshape((*lead, self.features))
 
 
+IMAGE_TUPLES = ("image_channels", "image_strides", "image_kernels")
+"""The image-encoder settings of an agent's config that are tuples of ints (lists in JSON)."""
+
 IMAGE_NEEDS = (
     "image_features >= 1, one stride >= 1 per image channel count >= 1, no image_kernels or "
     "one >= 1 per channel count, image_shift >= 0"

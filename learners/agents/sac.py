@@ -28,6 +28,7 @@ from handrail.learners.agents import losses
 from handrail.learners.agents.losses import Batch
 from handrail.learners.agents.networks import (
     IMAGE_NEEDS,
+    IMAGE_TUPLES,
     Actor,
     CameraEncoders,
     CriticEnsemble,
@@ -36,6 +37,9 @@ from handrail.learners.agents.networks import (
 )
 from handrail.learners.images import random_shift
 from handrail.learners.specs import ActionSpec, ObsSpec
+
+_TUPLE_FIELDS = ("hidden_dims", *IMAGE_TUPLES)
+"""SACConfig's tuple fields: tuples of ints in the config, lists in its JSON."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ class SACConfig:
     up to this many pixels (DrQ's augmentation; 0 = off); acting never does."""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
+        for name in _TUPLE_FIELDS:
             object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
         checks = {
             "hidden_dims": bool(self.hidden_dims) and min(self.hidden_dims) >= 1,
@@ -211,7 +215,7 @@ class SACConfig:
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible dict of every field."""
         out = dataclasses.asdict(self)
-        for name in ("hidden_dims", "image_channels", "image_strides", "image_kernels"):
+        for name in _TUPLE_FIELDS:
             out[name] = list(out[name])
         return out
 
@@ -707,8 +711,8 @@ class SAC:
             slices = sorted(self.obs_spec.image_slices(), key=lambda item: item[1].start)
             for k, (_, cols, shape) in zip(keys, slices, strict=True):
                 frames = obs[..., cols].reshape((-1, *shape))
-                pieces += [obs[..., start : cols.start],
-                           random_shift(frames, k, pad).reshape((*lead, cols.stop - cols.start))]  # fmt: skip
+                moved = random_shift(frames, k, pad).reshape((*lead, cols.stop - cols.start))
+                pieces += [obs[..., start : cols.start], moved]
                 start = cols.stop
             return jnp.concatenate([*pieces, obs[..., start:]], axis=-1)
 

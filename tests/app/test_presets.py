@@ -91,8 +91,8 @@ def test_a_run_on_cameras_has_the_pixels_layer_under_a_named_sac_preset_and_the_
     argv = ["--task", "pick_cube", "--pixels", "--env-kwargs", "cameras=('front','wrist')"]
     settings = parse_command(argv).settings
     sac = settings.config.sac
-    assert (sac.utd, sac.image_kernels, settings.config.loop.buffer_capacity) == (2, (4, 3, 3),
-                                                                                 100_000)  # fmt: skip
+    layer = (sac.utd, sac.image_kernels, settings.config.loop.buffer_capacity)
+    assert layer == (2, (4, 3, 3), 100_000)
     for path in ("sac.utd", "sac.batch_size", "sac.image_strides", "loop.buffer_capacity"):
         assert settings.layers[path] == "pixels", path
     assert settings.layers["sac.actor_utd"] == "task:pick_cube"  # the task's stays underneath

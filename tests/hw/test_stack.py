@@ -309,7 +309,8 @@ def test_actor_node_runs_a_pixel_policy_on_the_arms_camera_topics(ros, tmp_path)
                      "--eval-every", "120", "--eval-episodes", "1", "--no-video", "--no-progress",
                      "--loop.warmup-steps", "100", "--sac.hidden-dims", "32", "32",
                      "--sac.batch-size", "32", "--sac.utd", "1", "--sac.image-channels", "8",
-                     "--sac.image-strides", "2", "--sac.image-kernels", "3", "--sac.image-features", "8",
+                     "--sac.image-strides", "2", "--sac.image-kernels", "3",
+                     "--sac.image-features", "8",
                      "--run-dir", str(run)]) == 0  # fmt: skip
     params = tmp_path / "params.yaml"
     stock = Path(cli.__file__).parent / "ros" / "sim_robot.yaml"

@@ -13,7 +13,8 @@ from handrail.launch import cli
 SIZE = 16
 CAMERA = ["--env-kwargs", "cameras=('front',)", f"image_size={SIZE}", "episode_steps=40"]
 TINY = ["--sac.hidden-dims", "32", "32", "--sac.batch-size", "32", "--sac.utd", "1",
-        "--sac.image-channels", "8", "8", "--sac.image-strides", "2", "2", "--sac.image-kernels", "3", "3",
+        "--sac.image-channels", "8", "8", "--sac.image-strides", "2", "2",
+        "--sac.image-kernels", "3", "3",
         "--sac.image-features", "16", "--loop.warmup-steps", "100", "--no-progress",
         "--eval-episodes", "2", "--no-video"]  # fmt: skip
 
@@ -223,7 +224,8 @@ def test_bc_pixels_clones_through_its_own_encoder_and_a_pixel_residual_runs_on_i
     # A residual that reads the camera too (--pixels), its base the bc policy on it.
     assert cli.main([*residual, "--pixels", "--env-kwargs", "cameras=('front',)",
                      f"image_size={SIZE}", "--sac.image-channels", "8", "8",
-                     "--sac.image-strides", "2", "2", "--sac.image-kernels", "3", "3", "--sac.image-features", "16",
+                     "--sac.image-strides", "2", "2", "--sac.image-kernels", "3", "3",
+                     "--sac.image-features", "16",
                      "--run-dir", str(tmp_path / "res")]) == 0  # fmt: skip
     replay = np.load(tmp_path / "res" / "checkpoints" / "latest" / "replay.npz")
     assert replay["online/front"].dtype == np.uint8 and replay["online/front"].any()

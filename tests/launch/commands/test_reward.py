@@ -92,7 +92,8 @@ def test_pixels_learn_end_to_end_from_the_cameras_the_classifier_judges(
             "--eval-episodes", "1", "--run-dir", str(run), "--no-progress",
             "--env-kwargs", "episode_steps=30", "--loop.warmup-steps", "100",
             "--sac.hidden-dims", "32", "32", "--sac.batch-size", "32",
-            "--sac.utd", "1", "--sac.image-channels", "8", "--sac.image-strides", "2", "--sac.image-kernels", "3",
+            "--sac.utd", "1", "--sac.image-channels", "8", "--sac.image-strides", "2",
+            "--sac.image-kernels", "3",
             "--sac.image-features", "8"]  # fmt: skip
     assert cli.main(argv) == 0
     assert json.loads((run / "reward_classifier.json").read_text())["episodes"] >= 150 // 30
