@@ -10,6 +10,7 @@ lists them by executable name.
 from __future__ import annotations
 
 import faulthandler
+import signal
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ __all__ = [
     "check_context",
     "control_loop_process",
     "declare_parameters",
+    "init_rclpy",
     "run_node",
     "watch_the_stop",
 ]
@@ -201,6 +203,25 @@ def declare_parameters(node: Node, parameters: Mapping[str, Any]) -> dict[str, A
     return values
 
 
+def init_rclpy(args: list[str] | None = None) -> None:
+    """``rclpy.init`` with SIGINT turned into a shutdown only, never a ``KeyboardInterrupt``.
+
+    rclpy's handler shuts the contexts down from a thread of its own and then calls Python's
+    handler, whose default raises ``KeyboardInterrupt`` wherever the main thread happens to be.
+    Raised between a lock's acquire and the ``with`` block that releases it (CPython cannot
+    guard that gap), it leaves the lock held: CI saw an idle ``reset_node`` hang on exit, its
+    executor's worker threads each waiting on the thread pool's semaphore lock the interrupted
+    main thread had taken. A Python handler that does nothing leaves the stop to rclpy's
+    shutdown, which every spin and wait here already ends on.
+    """
+    signal.signal(signal.SIGINT, _ignore_in_python)
+    rclpy.init(args=args)
+
+
+def _ignore_in_python(signum: int, frame: Any) -> None:
+    """Python's half of SIGINT: nothing (rclpy's half shuts the contexts down)."""
+
+
 def _shut_down_by_signal(context: Any, wait_s: float = 0.5) -> bool:
     """Whether rclpy's context is shut down, or is within ``wait_s``: rclpy's signal handler
     shuts contexts down from a thread of its own, and the interrupted call (a message being
@@ -223,7 +244,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
             other callbacks (a service that waits on topics). rclpy's multi-threaded executor
             cost a node about 30% of a CPU at 100 Hz of state messages.
     """
-    rclpy.init(args=args)
+    init_rclpy(args)
     try:
         node = factory()
     except (ValueError, TypeError) as err:  # bad parameters: one clear line, not a traceback

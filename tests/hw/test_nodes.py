@@ -209,6 +209,52 @@ print(json.dumps(results))
         assert run["code"] == 0 and "Traceback" not in run["err"], run
 
 
+def test_sigint_never_interrupts_a_node_mid_callback(ros):
+    # CI (stop 44): an idle reset_node hung on exit, its executor's workers each waiting on the
+    # thread pool's semaphore lock. Python's SIGINT handler raised KeyboardInterrupt in the main
+    # thread at whatever line it was on, here between a lock's acquire and the `with` that frees
+    # it. run_node now leaves SIGINT to rclpy's shutdown: a callback running when it comes ends
+    # as written, and the node then stops on its own.
+    out = ros(
+        r"""
+import json, signal, subprocess, sys, time
+node = r'''
+import time
+from rclpy.node import Node
+from handrail.hw.ros_common import run_node
+
+class Busy(Node):
+    def __init__(self):
+        super().__init__("busy")
+        self.create_timer(0.01, self.tick)
+        print("ready", flush=True)
+
+    def tick(self):  # the main thread is in here most of the time
+        try:
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:
+                pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise
+
+run_node(Busy)
+'''
+proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+assert proc.stdout.readline().strip() == "ready"
+time.sleep(0.5)
+proc.send_signal(signal.SIGINT)
+start = time.monotonic()
+out, err = proc.communicate(timeout=30)
+print(json.dumps({"code": proc.returncode, "seconds": time.monotonic() - start, "out": out,
+                  "err": err[-2000:]}))
+"""
+    )
+    assert out["code"] == 0 and "interrupted" not in out["out"], out
+    assert out["seconds"] < 4, out  # the stop did not wait for STOP_GRACE_S to run out
+
+
 def test_a_node_stuck_after_the_stop_says_where_and_exits(ros):
     # A node whose teardown hangs ignores SIGTERM as well (rclpy's handler only shuts down what
     # is already down); `handrail launch` had to SIGKILL an idle reset_node so, once, in CI, with
