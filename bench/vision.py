@@ -33,6 +33,10 @@ The end-to-end rows (``e2e``) learn from the same cameras and ``proprio`` with t
 encoder, trained through the critics (``handrail train --pixels``: the task's preset under the
 ``pixels`` layer, and ``--e2e-args``): env steps to 90% sustained by the task's success, per seed.
 
+The ``e2e_classifier`` rows are what a robot gives on both counts: the ``e2e`` runs' cameras
+and ``proprio`` in, and the classifier of 3 as the reward, with the demonstrations of 1:
+nothing the simulator knows reaches the learner; its success flag only judges.
+
 Everything is kept in ``--out`` and reused, so the bench can be stopped and continued.
 """
 
@@ -60,7 +64,8 @@ class BenchVisionConfig:
     """A handrail arm task (its scripted expert records the episodes)."""
     rows: tuple[str, ...] = ("classifier", "pixels")
     """Which rows to run: classifier (a learned reward), pixels (cameras into the policy
-    through a frozen encoder), e2e (cameras into the policy, its encoder trained end to end)."""
+    through a frozen encoder), e2e (cameras into the policy, its encoder trained end to end),
+    e2e_classifier (e2e's input with the classifier's reward)."""
     cameras: str = "front,wrist"
     """Cameras the classifier and the encoder read."""
     image_size: int = 64
@@ -263,17 +268,24 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
                 *pixels["ignored"], "--eval-every", str(cfg.eval_every), "--eval-episodes",
                 str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress")  # fmt: skip
         runs.append(Run(cfg.task, "pixels", seed, cfg.pixel_steps, folder, argv))
-    ignored = all_but_proprio(cfg.task) if "e2e" in cfg.rows else []
-    for seed in cfg.seeds if "e2e" in cfg.rows else ():
-        folder = cfg.out / f"e2e-s{seed}"
-        argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
-                "--pixels", "--env-kwargs", f"cameras={_cameras(cfg)!r}",
-                f"image_size={cfg.image_size}", "--ignore-obs-keys", *ignored, "--eval-every",
-                str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes), "--run-dir",
-                str(folder), "--no-progress", *shlex.split(cfg.e2e_args))  # fmt: skip
-        runs.append(Run(cfg.task, "e2e", seed, cfg.pixel_steps, folder, argv))
     clf: dict[str, Any] = prepared.get("classifier") or {}
-    for seed in cfg.seeds if clf else ():
+    ignored = all_but_proprio(cfg.task) if {"e2e", "e2e_classifier"} & set(cfg.rows) else []
+    for row in ("e2e", "e2e_classifier"):
+        if row not in cfg.rows:
+            continue
+        reward: tuple[str, ...] = ()
+        if row == "e2e_classifier":  # the classifier's demonstrations: they carry its labels
+            reward = ("--demos", clf["demos"], "--reward", f"classifier:{clf['classifier']}")
+        for seed in cfg.seeds:
+            folder = cfg.out / f"{row}-s{seed}"
+            argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
+                    "--pixels", "--env-kwargs", f"cameras={_cameras(cfg)!r}",
+                    f"image_size={cfg.image_size}", "--ignore-obs-keys", *ignored, *reward,
+                    "--eval-every", str(cfg.eval_every), "--eval-episodes",
+                    str(cfg.eval_episodes), "--run-dir", str(folder), "--no-progress",
+                    *shlex.split(cfg.e2e_args))  # fmt: skip
+            runs.append(Run(cfg.task, row, seed, cfg.pixel_steps, folder, argv))
+    for seed in cfg.seeds if "classifier" in cfg.rows else ():
         folder = cfg.out / f"classifier-s{seed}"
         argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.steps), "--demos",
                 clf["demos"], "--reward", f"classifier:{clf['classifier']}",
@@ -283,11 +295,15 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
     return runs
 
 
+CLASSIFIER_ROWS = ("classifier", "e2e_classifier")
+"""The rows whose reward is the classifier's."""
+
+
 def summarize(run: Run, cfg: BenchVisionConfig) -> dict[str, Any]:
     """``bench learning``'s summary, the classifier's record of the run, and when it fires on
     the final policy's episodes against the task's success (``timing.json``)."""
     row = summarize_run(run)
-    if run.learner != "classifier":
+    if run.learner not in CLASSIFIER_ROWS:
         return row
     stats = run.folder / "reward_classifier.json"
     row["classifier"] = json.loads(stats.read_text()) if stats.is_file() else None
@@ -316,8 +332,8 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
         obs, _ = env.reset(seed=900_000 + episode)
         fired = succeeded = None
         for t in range(int(kwargs.get("episode_steps", 100))):
-            state = {k: v for k, v in obs.items() if k not in clf.cameras}
-            obs, _, _, truncated, info = env.step(run.policy(state))
+            # the whole observation: a policy reads its own keys (the cameras, for e2e_classifier)
+            obs, _, _, truncated, info = env.step(run.policy(obs))
             fired = t if fired is None and clf.detect(obs) else fired
             succeeded = t if succeeded is None and info["success"] else succeeded
             if (fired is not None and succeeded is not None) or truncated:
@@ -364,14 +380,13 @@ def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
             f"{p['features_proprio']}, proprio alone {p['proprio']}.",
             "",
         ]  # fmt: skip
-    rows = [r for r in rows if r["learner"] == "classifier"]
     if "classifier" not in prepared:
         return lines
     return lines + _classifier_table(rows, prepared["classifier"])
 
 
 def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
-    """The classifier's scores, then one line for the runs."""
+    """The classifier's scores, then one line for each row's runs."""
     v, held = prepared["validation"], prepared["heldout"]
     f, e = held["frames"], held["episodes"]
     lines = [
@@ -383,22 +398,28 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
         f"| held-out episodes ({e['episodes']}) | {f['precision']:.3f} | {f['recall']:.3f} | "
         f"{e['false_positives']} | {e['false_negatives']} |",
         "",
-        "| seeds | env steps to 90% sustained (task's success) | lowest eval after | final "
-        "success (100 episodes) | training minutes | classifier in training: episodes ended, "
-        "false positives, false negatives |",
-        "|---|---|---|---|---|---|",
+        "| seeds | input | env steps to 90% sustained (task's success) | lowest eval after | "
+        "final success (100 episodes) | training minutes | classifier in training: episodes "
+        "ended, false positives, false negatives |",
+        "|---|---|---|---|---|---|---|",
     ]  # fmt: skip
-    seeds = [r["seed"] for r in rows]
-    clf = [r["classifier"] or {} for r in rows]
-    lines.append(
-        f"| {seed_cells(seeds, 'd')} | {seed_cells([r.get('steps_to_goal') for r in rows], ',')} "
-        f"| {seed_cells([r.get('min_after') for r in rows], '.0%')} | "
-        f"{seed_cells([r['final']['success_rate'] for r in rows], '.0%')} | "
-        f"{seed_cells([r['minutes'] for r in rows], '.1f')} | "
-        + ", ".join(f"{c.get('ended', '-')}/{c.get('episodes', '-')} ended, "
-                    f"{c.get('false_positives', '-')} FP, {c.get('false_negatives', '-')} FN"
-                    for c in clf) + " |"
-    )  # fmt: skip
+    inputs = {"classifier": "state", "e2e_classifier": "cameras (end to end) + proprio"}
+    rows = [r for r in rows if r["learner"] in CLASSIFIER_ROWS]
+    for kind, label in inputs.items():
+        group = [r for r in rows if r["learner"] == kind]
+        if not group:
+            continue
+        clf = [r["classifier"] or {} for r in group]
+        lines.append(
+            f"| {seed_cells([r['seed'] for r in group], 'd')} | {label} | "
+            f"{seed_cells([r.get('steps_to_goal') for r in group], ',')} | "
+            f"{seed_cells([r.get('min_after') for r in group], '.0%')} | "
+            f"{seed_cells([r['final']['success_rate'] for r in group], '.0%')} | "
+            f"{seed_cells([r['minutes'] for r in group], '.1f')} | "
+            + ", ".join(f"{c.get('ended', '-')}/{c.get('episodes', '-')} ended, "
+                        f"{c.get('false_positives', '-')} FP, {c.get('false_negatives', '-')} FN"
+                        for c in clf) + " |"
+        )  # fmt: skip
     gaps: dict[int, int] = {}
     for r in rows:
         for gap, count in r["timing"]["gap_steps"].items():
@@ -420,8 +441,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax = fig.subplots()
     labels = {"pixels": "cameras (frozen encoder) + proprio, task reward",
               "e2e": "cameras (end to end) + proprio, task reward",
-              "classifier": "state, classifier reward"}  # fmt: skip
-    for color, kind in zip(("C0", "C2", "C3"), labels, strict=True):
+              "classifier": "state, classifier reward",
+              "e2e_classifier": "cameras (end to end) + proprio, classifier reward"}  # fmt: skip
+    for color, kind in zip(("C0", "C2", "C3", "C1"), labels, strict=True):
         group = [r for r in rows if r["learner"] == kind]
         for i, r in enumerate(group):
             ax.plot([p[0] / 1e3 for p in r["curve"]], [p[2] for p in r["curve"]], color=color,
@@ -438,14 +460,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
     """A learned success classifier in place of the task's reward, judged by the task."""
-    unknown = sorted(set(cfg.rows) - {"classifier", "pixels", "e2e"})
+    unknown = sorted(set(cfg.rows) - {"classifier", "pixels", "e2e", "e2e_classifier"})
     if unknown or not cfg.rows:
-        raise ValueError(f"--rows {' '.join(cfg.rows)}: give classifier, pixels, e2e or several")
+        raise ValueError(
+            f"--rows {' '.join(cfg.rows)}: give classifier, pixels, e2e, e2e_classifier or several"
+        )
     cfg.out.mkdir(parents=True, exist_ok=True)
     prepared: dict[str, Any] = {}
     if "pixels" in cfg.rows:
         prepared["pixels"] = prepare_pixels(cfg)
-    if "classifier" in cfg.rows:
+    if set(CLASSIFIER_ROWS) & set(cfg.rows):
         prepared["classifier"] = prepare(cfg)
     runs = [] if cfg.prepare_only else plan(cfg, prepared)
     if not cfg.report_only:

@@ -52,6 +52,45 @@ def test_the_e2e_rows_learn_from_the_cameras_and_proprio_with_their_own_encoder(
     )
 
 
+CLASSIFIER = {"classifier": "c", "demos": "held", "threshold": 0.34,
+              "validation": {"precision": 1.0, "recall": 0.997},
+              "heldout": {"frames": {"precision": 0.991, "recall": 0.995},
+                          "episodes": {"episodes": 30, "false_positives": 2,
+                                       "false_negatives": 0}}}  # fmt: skip
+
+
+def test_the_e2e_classifier_rows_see_the_cameras_and_learn_the_classifiers_reward(
+    tmp_path: Path,
+) -> None:
+    # What a robot gives on both counts: cameras and proprio in, a learned reward; nothing of
+    # the simulator's reaches the learner (its success only judges).
+    cfg = BenchVisionConfig(rows=("e2e", "e2e_classifier"), seeds=(1,), pixel_steps=15_000,
+                            out=tmp_path)  # fmt: skip
+    runs = plan(cfg, {"classifier": CLASSIFIER})
+    assert [(r.learner, r.seed, r.steps) for r in runs] == [("e2e", 1, 15_000),
+                                                             ("e2e_classifier", 1, 15_000)]  # fmt: skip
+    e2e, both = runs[0].argv, runs[1].argv
+    assert "--reward" not in e2e and "--demos" not in e2e
+    assert both[both.index("--reward") + 1] == "classifier:c"
+    assert both[both.index("--demos") + 1] == "held" and "--pixels" in both
+    at = both.index("--ignore-obs-keys")
+    assert set(both[at + 1 : at + 3]) == {"object", "cube_from_tcp_dm"}
+    assert runs[1].folder == tmp_path / "e2e_classifier-s1"
+    rows = [{**_row("e2e_classifier", s, 0.96), "steps_to_goal": 9000 + s, "min_after": 0.94,
+             "classifier": {"ended": 200, "episodes": 250, "false_positives": 10 + s,
+                            "false_negatives": 2},
+             "timing": {"gap_steps": {"-1": 3, "0": 5 + s}}} for s in (0, 1)]  # fmt: skip
+    lines = table(rows, {"classifier": CLASSIFIER})
+    assert (
+        "| 0, 1 | cameras (end to end) + proprio | 9,000, 9,001 | 94%, 94% | 96%, 96% | 9.6, 9.6 "
+        "| 200/250 ended, 10 FP, 2 FN, 200/250 ended, 11 FP, 2 FN |" in lines
+    )
+    assert "| held-out episodes (30) | 0.991 | 0.995 | 2 | 0 |" in lines
+    assert lines[-1].endswith("-1: 6, +0: 11")
+    plot(rows, tmp_path / "vision.png")
+    assert (tmp_path / "vision.png").stat().st_size > 0
+
+
 def test_the_table_and_plot_of_the_pixel_rows(tmp_path: Path) -> None:
     rows = [_row("pixels", 0, 0.37), _row("pixels", 1, 0.14), _row("e2e", 0, 0.9)]
     lines = table(rows, {"pixels": PIXELS})
@@ -64,6 +103,8 @@ def test_the_table_and_plot_of_the_pixel_rows(tmp_path: Path) -> None:
 
 
 def test_an_unknown_row_is_one_line_before_anything_runs(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="--rows pixel: give classifier, pixels, e2e or several"):
+    with pytest.raises(
+        ValueError, match="--rows pixel: give classifier, pixels, e2e, e2e_classifier or several"
+    ):
         bench_vision(BenchVisionConfig(rows=("pixel",), out=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
