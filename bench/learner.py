@@ -99,6 +99,7 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
         critic_layer_norm=spec["layer_norm"],
         utd=spec["utd"],
         batch_size=spec["batch"],
+        image_encode_once=spec["learner"] == "handrail-once",
         **(_pixel_encoder() if spec["env"].endswith(PIXELS) else {}),
     )
     sac = SAC(_obs_spec(env), ActionSpec.from_space(env.action_space), cfg)
@@ -298,7 +299,9 @@ def _jobs(
     """(utd, learner, critics, layer_norm, label) for every row of one env."""
     jobs = [(utd, lr, 2, False, lr) for utd in utds for lr in learners]
     if pixels:  # SBX has no image policy; the pixel rows are for the update, not the loop
-        return [job for job in jobs if job[1] != "sbx"]
+        once = [(utd, "handrail-once", 2, False, "handrail, frames encoded once")
+                for utd in utds if "handrail" in learners]  # fmt: skip
+        return [job for job in jobs if job[1] != "sbx"] + once
     if "handrail" in learners:  # the same learner with actor and learner in their own threads
         jobs += [(utd, "handrail-async", 2, False, "handrail async") for utd in utds]
     if rlpd:

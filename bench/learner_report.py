@@ -12,6 +12,8 @@ SBX_UTD20_WHEN_SET = 14.0
 """SBX's env steps/s at UTD 20 on that machine when the RLPD goal was set: the speed reference."""
 FLOOR_GOAL_UTD20 = 1.25
 """Goal for handrail's ms per update over the matmul floor at UTD 20."""
+PIXEL_GOAL_SB3 = 3.0
+"""Goal for handrail's pixel update over SB3's (``pick_cube:pixels``, same images and batch)."""
 NOT_SLOWER = {1: 1.22, 20: 2.10}
 """handrail/SBX on HalfCheetah before the actor/learner core was reshaped (README, then):
 the reshaped core must not fall below them."""
@@ -74,6 +76,15 @@ def goal_lines(rows: list[dict[str, Any]], gflop_s: float) -> list[str]:
     by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
     lines = ["goals:"]
     for r in rows:
+        sb3 = by_key.get((r["env"], r["utd"], "sb3", 2), {})
+        if r["env"].endswith(":pixels") and r["learner"] in ("handrail", "handrail-once"):
+            if "error" in r or "ms_per_update" not in sb3:
+                continue
+            ratio = sb3["ms_per_update"] / r["ms_per_update"]
+            lines.append(f"  {r['env']} UTD {r['utd']}, {r.get('label', r['learner'])}: "
+                         f"{ratio:.2f}x SB3 per gradient update, goal {PIXEL_GOAL_SB3:.1f}x: "
+                         f"{'met' if ratio >= PIXEL_GOAL_SB3 else 'not met'}")  # fmt: skip
+            continue
         if "error" in r or r["learner"] != "handrail":
             continue
         sbx = by_key.get((r["env"], r["utd"], "sbx", 2), {})

@@ -13,7 +13,7 @@ import collections
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import flax.struct
 import jax
@@ -142,6 +142,14 @@ class SACConfig:
     image_shift: int = 4
     """Camera observations: each update shifts every sampled frame by its own random offset of
     up to this many pixels (DrQ's augmentation; 0 = off); acting never does."""
+    image_encode_once: bool = False
+    """Camera observations: encode each sampled frame once per critic step, as DrQ-v2 does.
+    The next observations go through the online encoder (no gradient) for both the target
+    policy and the target critics, whose heads stay Polyak averages (no target encoder is
+    read); the actor steps on the features its critic step computed, before that step's
+    update. Off (RLPD's and SERL's accounting): the target critics read the target encoder,
+    and the actor encodes its minibatch again after the critics' update. Two of an update's
+    four encoder passes fewer (docs/cameras.md)."""
 
     def __post_init__(self) -> None:
         for name in _TUPLE_FIELDS:
@@ -227,6 +235,20 @@ class SACConfig:
         if unknown:
             raise ValueError(f"SACConfig: unknown fields {sorted(unknown)}; valid: {sorted(names)}")
         return cls(**data)  # __post_init__ makes the JSON lists tuples
+
+
+class Encoded(NamedTuple):
+    """Network-input observations whose camera frames are encoded already: the encoder's
+    ``features`` (..., F) beside the flat rows ``obs`` they came from, whose other columns the
+    networks still read. Anything that takes network-input observations takes these too."""
+
+    features: jax.Array
+    obs: jax.Array
+
+
+def _flat(obs: jax.Array | Encoded) -> jax.Array:
+    """The flat network-input rows of ``obs`` (encoded or not)."""
+    return obs.obs if isinstance(obs, Encoded) else obs
 
 
 @flax.struct.dataclass
@@ -319,6 +341,7 @@ class SAC:
         if self.critic_columns is not None and self.pairs:  # the differences come after
             self.critic_columns = np.concatenate([self.critic_columns, extra])
         self.cameras = obs_spec.images
+        self.encode_once = bool(self.cameras) and config.image_encode_once
         if self.cameras:  # the encoder reads the frames; the networks its features and the rest
             self.state_columns = np.concatenate([obs_spec.state_columns(), extra])
             # A residual's critics read neither the frames' columns nor the base's action.
@@ -411,25 +434,33 @@ class SAC:
             return action
         return jnp.clip(self.base_action(obs) + self.config.residual_scale * action, -1.0, 1.0)
 
-    def base_action(self, obs: jax.Array) -> jax.Array:
+    def base_action(self, obs: jax.Array | Encoded) -> jax.Array:
         """A residual's base action, read from a flat observation."""
-        return obs[..., self.base_columns]
+        return _flat(obs)[..., self.base_columns]
 
     def critic_obs(self, obs: jax.Array) -> jax.Array:
         """What the critics see of a flat observation (a residual's critics: not the base)."""
         return obs if self.critic_columns is None else obs[..., self.critic_columns]
 
-    def features(
-        self, encoder_params: Any, obs: jax.Array, columns: np.ndarray | None = None
-    ) -> jax.Array:
-        """What the actor's layers read of network-input ``obs`` with cameras: the image
-        encoder's features, then the other columns (``columns``: these instead, as the critics'
-        :attr:`critic_state_columns`)."""
+    def encode(self, encoder_params: Any, obs: jax.Array) -> jax.Array:
+        """The image encoder's features (..., F) of the camera frames in flat ``obs``."""
         frames = [
             obs[..., cols].reshape((*obs.shape[:-1], *shape))
             for _, cols, shape in self.obs_spec.image_slices()
         ]
         encoded: jax.Array = self.encoder.apply({"params": encoder_params}, frames)  # type: ignore[assignment]
+        return encoded
+
+    def features(
+        self, encoder_params: Any, obs: jax.Array | Encoded, columns: np.ndarray | None = None
+    ) -> jax.Array:
+        """What the actor's layers read of network-input ``obs`` with cameras: the image
+        encoder's features (:class:`Encoded` ones as they are), then the other columns
+        (``columns``: these instead, as the critics' :attr:`critic_state_columns`)."""
+        if isinstance(obs, Encoded):
+            encoded, obs = obs.features, obs.obs
+        else:
+            encoded = self.encode(encoder_params, obs)
         columns = self.state_columns if columns is None else columns
         return jnp.concatenate([encoded, obs[..., columns]], axis=-1)
 
@@ -508,38 +539,60 @@ class SAC:
     # -- update -------------------------------------------------------------------------------
     def critic_step(
         self, state: SACState, inputs: tuple[Batch, jax.Array, jax.Array, jax.Array]
-    ) -> tuple[SACState, dict[str, jax.Array]]:
+    ) -> tuple[SACState, tuple[dict[str, jax.Array], jax.Array | None]]:
         """One critic gradient step, then the Polyak update.
 
         ``inputs`` is (minibatch, next actions, their log-probabilities, key of the subset draw).
+        Returns the new state, the metrics and, with ``image_encode_once``, the encoder's
+        features of the minibatch's observations (before this step's update; no gradient).
         """
         batch, next_action, next_log_prob, key = inputs
-        grads, metrics = jax.grad(losses.critic_loss, has_aux=True)(
-            state.critic_params,
-            state.target_critic_params,
-            self.temperature(state),
-            batch,
-            next_action,
-            next_log_prob,
-            key,
-            critic_fn=self.critic_fn,
-            critic_subset=self.config.critic_subset,
-            backup_entropy=self.config.backup_entropy,
-            subset_critic_fn=(
-                self.subset_critic_fn
-                # with cameras the encoder's leaves have no ensemble axis to gather along (and
-                # it costs more than the heads a subset saves)
-                if self.config.critic_subset < self.config.num_critics and not self.cameras
-                else None
-            ),
-        )
+
+        def loss(params: Any, batch: Batch) -> tuple[jax.Array, dict[str, jax.Array]]:
+            return losses.critic_loss(
+                params,
+                state.target_critic_params,
+                self.temperature(state),
+                batch,
+                next_action,
+                next_log_prob,
+                key,
+                critic_fn=self.critic_fn,
+                critic_subset=self.config.critic_subset,
+                backup_entropy=self.config.backup_entropy,
+                subset_critic_fn=(
+                    self.subset_critic_fn
+                    # with cameras the encoder's leaves have no ensemble axis to gather along
+                    # (and it costs more than the heads a subset saves)
+                    if self.config.critic_subset < self.config.num_critics and not self.cameras
+                    else None
+                ),
+            )
+
+        features = None
+        if self.encode_once:
+            # The encoder's gradient through its features (the chain rule by hand), so the
+            # features themselves come out for the actor.
+            encoder = state.critic_params["encoder"]
+            features, pullback = jax.vjp(lambda e: self.encode(e, batch.obs), encoder)
+
+            def heads_loss(heads: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+                params = {"encoder": encoder, "q": heads["q"]}
+                return loss(params, batch._replace(obs=Encoded(heads["features"], batch.obs)))
+
+            heads = {"q": state.critic_params["q"], "features": features}
+            head_grads, metrics = jax.grad(heads_loss, has_aux=True)(heads)
+            grads = {"encoder": pullback(head_grads["features"])[0], "q": head_grads["q"]}
+            features = jax.lax.stop_gradient(features)
+        else:
+            grads, metrics = jax.grad(loss, has_aux=True)(state.critic_params, batch)
         updates, opt_state = self.critic_tx.update(grads, state.critic_opt_state)
         params = optax.apply_updates(state.critic_params, updates)
         target = losses.polyak(params, state.target_critic_params, self.config.tau)
         new = dataclasses.replace(
             state, critic_params=params, target_critic_params=target, critic_opt_state=opt_state
         )
-        return new, metrics
+        return new, (metrics, features)
 
     def actor_step(
         self, state: SACState, batch: Batch, key: jax.Array
@@ -602,9 +655,15 @@ class SAC:
 
     def _critic_block(
         self, state: SACState, batch: Batch, key: jax.Array
-    ) -> tuple[SACState, dict[str, jax.Array]]:
-        """``len(batch)`` critic steps in a scan; next actions sampled for all of them at once."""
+    ) -> tuple[SACState, tuple[dict[str, jax.Array], jax.Array | None]]:
+        """``len(batch)`` critic steps in a scan; next actions sampled for all of them at once.
+        Returns the state, the steps' stacked metrics and (``image_encode_once``) features."""
         key_next, key_subset = jax.random.split(key)
+        if self.encode_once:  # the next frames encoded once, by the encoder the actor reads
+            encoder = jax.lax.stop_gradient(state.actor_params["encoder"])
+            batch = batch._replace(
+                next_obs=Encoded(self.encode(encoder, batch.next_obs), batch.next_obs)
+            )
         next_action, next_log_prob = self.target_policy_fn(
             state.actor_params, batch.next_obs, key_next
         )
@@ -612,10 +671,13 @@ class SAC:
         return self._scan(self.critic_step, state, (batch, next_action, next_log_prob, subset_keys))
 
     def _actor_block(
-        self, state: SACState, batch: Batch, key: jax.Array
+        self, state: SACState, batch: Batch, key: jax.Array, features: jax.Array | None = None
     ) -> tuple[SACState, dict[str, jax.Array]]:
         """``config.actor_utd`` actor and temperature steps on the block's last minibatches
-        (``step`` still counts the block once); metrics of the last step."""
+        (``step`` still counts the block once); metrics of the last step. ``features``: the
+        critic steps' features of the minibatches' observations, read in their place."""
+        if features is not None:
+            batch = batch._replace(obs=Encoded(features, batch.obs))
         k = self.config.actor_utd or self.config.utd
         if k == 1:
             return self.actor_step(state, jax.tree_util.tree_map(lambda x: x[-1], batch), key)
@@ -630,7 +692,7 @@ class SAC:
         """One step on an offline-only minibatch: a critic step, then a pure BC actor step."""
         batch = self.normalize_batch(state, batch)
         rng, key = jax.random.split(state.rng)
-        state, metrics = self._critic_block(
+        state, (metrics, _) = self._critic_block(
             dataclasses.replace(state, rng=rng),
             jax.tree_util.tree_map(lambda x: x[None], batch),
             key,
@@ -665,12 +727,12 @@ class SAC:
         if self.cameras:
             key_critic, key_shift = jax.random.split(key_critic)
             batch = self.augment(batch, key_shift)
-        new, critic_metrics = self._critic_block(
+        new, (critic_metrics, features) = self._critic_block(
             dataclasses.replace(state, rng=rng), batch, key_critic
         )
         new = self.share_encoder(new)
         critic_only = dataclasses.replace(new, step=new.step + 1)
-        new, actor_metrics = self._actor_block(new, batch, key_actor)
+        new, actor_metrics = self._actor_block(new, batch, key_actor, features)
         if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
             start = critic_only.step > self.config.actor_delay_blocks
             new = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), new, critic_only)

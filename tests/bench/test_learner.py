@@ -113,6 +113,19 @@ def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture
            "100 GFLOP/s (best of 20 rounds)" in lines  # fmt: skip
 
 
+def test_the_pixel_rows_are_judged_against_sb3s_goal() -> None:
+    env = "pick_cube:pixels"
+    rows = [{**_row("handrail", 1, 10.0), "env": env, "label": "handrail"},
+            {**_row("sb3", 1, 4.0), "env": env, "label": "sb3"},
+            {**_row("handrail-once", 1, 12.5), "env": env,
+             "label": "handrail, frames encoded once"}]  # fmt: skip
+    assert bench_learner_report.goal_lines(rows, gflop_s=100.0)[1:] == [
+        "  pick_cube:pixels UTD 1, handrail: 2.50x SB3 per gradient update, goal 3.0x: not met",
+        "  pick_cube:pixels UTD 1, handrail, frames encoded once: 3.12x SB3 per gradient update, "
+        "goal 3.0x: met",
+    ]
+
+
 def test_goal_lines_skip_rows_without_a_peer_and_failed_rows() -> None:
     rows = [_row("handrail", 1, 300.0), {"env": "E", "utd": 1, "learner": "sbx",
                                          "num_critics": 2, "error": "boom"}]  # fmt: skip
@@ -154,4 +167,5 @@ def test_the_pixel_env_adds_two_cameras_and_runs_without_sbx() -> None:
     assert spec.images == ("front", "wrist") and "proprio" in spec.keys
     env.close()
     jobs = bench_learner_cmd._jobs((1,), ("handrail", "sbx", "sb3"), rlpd=True, pixels=True)
-    assert [job[1] for job in jobs] == ["handrail", "sb3"]  # no image policy in SBX
+    # no image policy in SBX; handrail with each accounting of its encoder passes
+    assert [job[1] for job in jobs] == ["handrail", "sb3", "handrail-once"]

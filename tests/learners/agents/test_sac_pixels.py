@@ -11,7 +11,7 @@ import pytest
 from handrail.learners import obs_norm
 from handrail.learners.agents import losses
 from handrail.learners.agents.losses import Batch
-from handrail.learners.agents.sac import SAC, SACConfig
+from handrail.learners.agents.sac import SAC, Encoded, SACConfig
 from handrail.learners.specs import ActionSpec, ObsSpec
 
 SIZE = 12
@@ -256,3 +256,65 @@ def test_a_patch_stem_trains_through_the_critics_and_bad_kernels_are_one_line() 
     for kernels in [(4,), (4, 0)]:
         with pytest.raises(ValueError, match=r"image_kernels=\(4,"):
             SACConfig(image_channels=(8, 8), image_strides=(4, 1), image_kernels=kernels)
+
+
+def _leaves_close(a, b, **tol) -> bool:
+    return all(np.allclose(np.asarray(x), np.asarray(y), **tol) for x, y in
+               zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True))  # fmt: skip
+
+
+def test_encoding_once_is_drqv2s_update_with_two_encoder_passes_fewer() -> None:
+    # image_encode_once: the critic's gradient through its own features (the chain rule by
+    # hand) is the same gradient; the target critics read the online encoder's features of the
+    # next frames, never the target encoder; the actor steps on its critic step's features.
+    plain, once = _sac(image_shift=0, utd=1), _sac(image_shift=0, utd=1, image_encode_once=True)
+    state = plain.init(jax.random.PRNGKey(0))
+    batch = jax.tree_util.tree_map(lambda x: x[:1], _batch())
+    # A fresh state's target encoder is the online one: both read the same next features.
+    new_plain, _ = plain.update(state, batch)
+    new_once, metrics = once.update(state, batch)
+    assert float(metrics["update/nonfinite"]) == 0.0
+    assert _leaves_close(new_once.critic_params, new_plain.critic_params, rtol=1e-4, atol=1e-6)
+    assert not _leaves_close(new_once.actor_params["pi"], new_plain.actor_params["pi"], atol=0)
+
+    # The target encoder is not read: moving it moves nothing (it does without the option).
+    moved = state.replace(target_critic_params={
+        **state.target_critic_params,
+        "encoder": jax.tree_util.tree_map(lambda x: x + 0.5, state.target_critic_params["encoder"]),
+    })  # fmt: skip
+    assert _leaves_close(once.update(moved, batch)[0].critic_params["q"], new_once.critic_params["q"],
+                         rtol=0, atol=0)  # fmt: skip
+    assert not _leaves_close(plain.update(moved, batch)[0].critic_params["q"],
+                             new_plain.critic_params["q"], atol=1e-6)  # fmt: skip
+
+    # The actor's step: as the critic block left the state, on the features the critic step
+    # computed of its (normalised) observations with the encoder it started from.
+    norm = once.normalize_batch(state, batch)
+    rng, key_critic, key_actor = jax.random.split(state.rng, 3)
+    key_critic = jax.random.split(key_critic)[0]  # as update_fn, which splits off the shift's
+    after_critics, (_, features) = once._critic_block(state.replace(rng=rng), norm, key_critic)
+    np.testing.assert_allclose(
+        np.asarray(features[0]),
+        np.asarray(once.encode(state.critic_params["encoder"], norm.obs[0])), rtol=1e-5, atol=1e-6
+    )  # fmt: skip
+    last = jax.tree_util.tree_map(lambda x: x[0], norm)
+    by_hand, _ = once.actor_step(once.share_encoder(after_critics),
+                                 last._replace(obs=Encoded(features[0], last.obs)), key_actor)  # fmt: skip
+    assert _leaves_close(new_once.actor_params, by_hand.actor_params, rtol=1e-5, atol=1e-6)
+
+
+def test_encoding_once_compiles_two_encoder_passes_fewer() -> None:
+    # Per critic step the plain update encodes four times (the next frames for the target
+    # policy and, by the target encoder, the target critics; the frames for the critics, with
+    # their gradient; again for the actor after the update) and once backwards; encoding once
+    # leaves two forward passes and the backward one. Each pass is two convolutions a camera.
+    import re
+
+    def convolutions(sac: SAC) -> int:
+        state = sac.init(jax.random.PRNGKey(0))
+        batch = jax.tree_util.tree_map(lambda x: x[:1], _batch())
+        hlo = jax.jit(sac.update_fn).lower(state, batch).compile().as_text()
+        return len(re.findall(r" convolution\(", hlo))
+
+    plain, once = convolutions(_sac(utd=1)), convolutions(_sac(utd=1, image_encode_once=True))
+    assert plain - once == 2 * 2 * 2, (plain, once)
