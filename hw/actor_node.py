@@ -28,7 +28,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from handrail.hw.ros_common import (
     COMMAND_QOS,
     LATCHED_QOS,
     NodeClock,
+    check_context,
     control_loop_process,
     declare_parameters,
 )
@@ -247,7 +249,7 @@ def _join_ray(p: dict[str, Any], env: InterventionEnv, sinks: list[Any], node: N
     # Named by host and node: a node restarted under its name takes up its place.
     name = f"{socket.gethostname()}{node.get_fully_qualified_name()}"
     handle, sac, dist, warmup = _off_main_thread(
-        ray_link.join_learner, address, option="ray_address"
+        node.context, ray_link.join_learner, address, option="ray_address"
     )
     try:
         service = ray_link.actor_service(env, handle, sac, dist, seed=int(p["seed"]), name=name,
@@ -261,19 +263,37 @@ def _join_ray(p: dict[str, Any], env: InterventionEnv, sinks: list[Any], node: N
     return _RayLearner(service, node)
 
 
-def _off_main_thread(join: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _off_main_thread(context: Any, join: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``join(*args, **kwargs)`` in another thread. ``ray.init`` in the main thread replaces the
     SIGTERM handler (with ``sys.exit``), and rclpy's clean stop with it; elsewhere it leaves the
-    handlers alone, and says so in a warning that is no news here."""
+    handlers alone, and says so in a warning that is no news here.
+
+    The wait ends with :class:`ContextShutdown` as soon as rclpy shuts down (SIGINT, SIGTERM):
+    the joining thread is a daemon left behind (:func:`main` exits without joining threads).
+    A Ctrl-C while a slow learner was being joined used to wait for that join to end, past
+    ``handrail launch``'s SIGTERM, for minutes.
+    """
 
     def keep(record: logging.LogRecord) -> bool:
         return "SIGTERM handler is not set" not in record.getMessage()
 
+    done: Future[Any] = Future()
+
+    def work() -> None:
+        try:
+            done.set_result(join(*args, **kwargs))
+        except BaseException as err:  # handed to the waiting thread, which raises it
+            done.set_exception(err)
+
     log = logging.getLogger("ray._private.worker")
     log.addFilter(keep)
     try:
-        with ThreadPoolExecutor(1) as pool:
-            return pool.submit(join, *args, **kwargs).result()
+        threading.Thread(target=work, name="join-learner", daemon=True).start()
+        while True:
+            try:
+                return done.result(timeout=0.05)
+            except FutureTimeout:
+                check_context(context, "the Ray learner to answer")
     finally:
         log.removeFilter(keep)
 

@@ -340,12 +340,13 @@ class RosArmEnv(gymnasium.Env):
         return obs, float(success), terminated, truncated, info
 
     def _spin_until_closed(self) -> None:
-        """Spin the node; an executor shut down by :meth:`close` mid-spin is the requested stop
-        (rclpy raises from the destroyed guard condition), any other error is not."""
+        """Spin the node; an executor shut down by :meth:`close` mid-spin, or rclpy's context by
+        SIGINT/SIGTERM (the next wait set fails), is the requested stop; any other error is
+        not."""
         try:
             self._executor.spin()
         except Exception:
-            if not self._closing:
+            if not self._closing and self.node.context.ok():
                 raise
 
     def close(self) -> None:

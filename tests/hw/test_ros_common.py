@@ -25,3 +25,29 @@ def test_an_error_while_rclpy_shuts_down_from_its_signal_thread_is_the_stop():
     start = time.monotonic()
     assert not _shut_down_by_signal(Context(None), wait_s=0.1)  # a real fault is raised
     assert time.monotonic() - start < 1.0
+
+
+def test_joining_a_learner_ends_when_rclpy_shuts_down_and_passes_its_result_or_error():
+    # hw run beside two busy processes: a Ctrl-C while actor_node joined a slow Ray learner
+    # waited for the join (its thread pool's shutdown), past launch's SIGTERM, for minutes.
+    import threading
+
+    import pytest
+
+    from handrail.hw.actor_node import _off_main_thread
+    from handrail.hw.ros_common import ContextShutdown
+
+    never = threading.Event()
+    start = time.monotonic()
+    with pytest.raises(ContextShutdown, match="the Ray learner to answer"):
+        _off_main_thread(Context(0.2), never.wait)
+    assert time.monotonic() - start < 2.0
+    assert _off_main_thread(Context(None), lambda a, b=0: a + b, 1, b=2) == 3
+
+    def refuse(address, option):
+        raise ValueError(f"{option} {address}: no learner there")
+
+    with pytest.raises(ValueError, match="ray_address 1.2.3.4:1: no learner there"):
+        _off_main_thread(Context(None), refuse, "1.2.3.4:1", option="ray_address")
+    main = threading.current_thread()
+    assert all(t is main or t.daemon for t in threading.enumerate() if t.name == "join-learner")
