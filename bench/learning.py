@@ -169,16 +169,24 @@ def plan(cfg: BenchLearningConfig) -> list[Run]:
 
 
 def _child(spec: dict[str, Any]) -> None:
-    """Inside the pinned process: train, then evaluate the final policy."""
+    """Inside the pinned process: train (or resume a run a stopped bench left with a
+    checkpoint), then evaluate the final policy."""
     os.sched_setaffinity(0, {spec["cpu"]})
     from handrail.launch.commands.train import parse_args, train
 
     folder = Path(spec["folder"])
-    if folder.exists():
-        import shutil
+    if (folder / "checkpoints" / "latest").exists() and (folder / "config.json").is_file():
+        # hours of a pixel run are not thrown away because the bench was stopped
+        argv = list(spec["argv"])
+        task = argv[argv.index("--task") + 1]
+        print(f"resuming {folder} from its latest checkpoint", flush=True)
+        train(parse_args(["--resume", str(folder), "--task", task, "--no-progress"]))
+    else:
+        if folder.exists():
+            import shutil
 
-        shutil.rmtree(folder)
-    train(parse_args(spec["argv"]))
+            shutil.rmtree(folder)
+        train(parse_args(spec["argv"]))
     result = _final_eval(folder, spec["final_episodes"])
     (folder / "final.json").write_text(json.dumps(result))
 

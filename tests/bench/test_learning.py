@@ -93,6 +93,35 @@ def test_a_tiny_bench_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert bench.bench_learning(cfg) == 0  # finished runs are reused, not rerun
 
 
+def test_a_run_a_stopped_bench_left_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    # A bench stopped mid-run (its terminal closed) restarted that run from nothing: 25 minutes
+    # of each pixel run lost. It continues from the run's latest checkpoint now.
+    from handrail.launch.commands.train import parse_args, train
+
+    folder = tmp_path / "run"
+    argv = ("--task", "gymnasium.envs.classic_control:Pendulum-v1", "--steps", "600",
+            "--eval-every", "200", "--eval-episodes", "1", "--run-dir", str(folder),
+            "--no-progress")  # fmt: skip
+    # A run stopped after its first evaluation (one episode, a checkpoint): one of 200 steps,
+    # told it had 600.
+    first = [("200" if x == "600" else x) for x in argv]
+    assert train(parse_args(first)) == 0
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "steps": 600}))
+
+    def evals() -> list[int]:
+        lines = (folder / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(x)["env_steps"] for x in lines if '"eval"' in x]
+
+    assert evals() == [200]
+    before = (folder / "metrics.jsonl").read_text()
+    run = Run("gymnasium.envs.classic_control:Pendulum-v1", "handrail", 0, 600, folder, argv)
+    bench.execute([run], jobs=1, final_episodes=1, fresh=False)
+    assert run.done and evals() == [200, 400, 600]  # the first evaluation kept, once
+    assert (folder / "metrics.jsonl").read_text().startswith(before)  # not a fresh run's
+    assert "resuming" in (tmp_path / "run.log").read_text()
+
+
 def test_a_failed_run_is_named_under_the_bench_that_ran_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
