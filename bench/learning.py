@@ -19,8 +19,9 @@ and the wall clock instead. A task of the user's own (``module:EnvId``) whose mo
 ``record_demos(path, episodes, seed)`` and ``SUCCESS_KEY`` (as ``handrail.examples.lift_can``
 does) is benchmarked as a user would train it: ``--demos`` demonstrations recorded once through
 the store API, then ``handrail train --task T --demos STORE --success-key KEY`` with no other
-option (the bench adds only its seed, budget, evaluations and run folder). Finished runs are kept and reused (``--fresh`` reruns them), so a
-long bench can be stopped and continued. Plots per task: success (or return) against env steps
+option (the bench adds only its seed, budget, evaluations and run folder). Finished runs are
+kept and reused (``--fresh`` reruns them) and a run the bench was stopped in resumes from its
+latest checkpoint, so a long bench can be stopped and continued. Plots per task: success (or return) against env steps
 and against wall clock, every learner on one plot.
 """
 
