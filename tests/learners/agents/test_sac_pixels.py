@@ -156,15 +156,20 @@ def test_pretraining_shares_the_encoder() -> None:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_a_residual_on_cameras_acts_around_its_base_whose_action_its_critics_never_read() -> None:
+@pytest.mark.parametrize("encode_once", [False, True])
+def test_a_residual_on_cameras_acts_around_its_base_whose_action_its_critics_never_read(
+    encode_once: bool,
+) -> None:
     """As on state: the actor reads the frames' features, the state and the base's action; the
     critics the features and the state, not the base's action (they rate the executed one);
-    a fresh residual plays its base's action; an update moves the critics' encoder."""
+    a fresh residual plays its base's action; an update moves the critics' encoder (also when
+    the update reads encoded frames, whose base action comes from the flat rows beside them)."""
     spec = ObsSpec((*SPEC.keys, "base_action"), (*SPEC.shapes, (2,)), SPEC.images)
     sac = SAC(spec, ACTIONS, SACConfig(hidden_dims=(32, 32), num_critics=2, utd=UTD,
                                        batch_size=BATCH, image_channels=(8, 8),
                                        image_strides=(2, 1), image_features=16,
-                                       residual_scale=0.1, residual_q_filter="deploy"))  # fmt: skip
+                                       residual_scale=0.1, residual_q_filter="deploy",
+                                       image_encode_once=encode_once))  # fmt: skip
     state = sac.init(jax.random.PRNGKey(0))
     rng = np.random.default_rng(0)
     flat = np.concatenate([_obs(rng, (4,)), rng.uniform(-0.5, 0.5, (4, 2))], -1).astype(np.float32)
@@ -181,7 +186,8 @@ def test_a_residual_on_cameras_acts_around_its_base_whose_action_its_critics_nev
     base = jnp.asarray(rng.uniform(-0.5, 0.5, (UTD, BATCH, 2)), jnp.float32)
     batch = batch._replace(obs=jnp.concatenate([batch.obs, base], -1),
                            next_obs=jnp.concatenate([batch.next_obs, base], -1))  # fmt: skip
-    new, _ = sac.update(state, batch)
+    new, metrics = sac.update(state, batch)
+    assert float(metrics["update/nonfinite"]) == 0.0 and 0 <= metrics["actor/q_filter_keep"] <= 1
     assert _norm(jax.tree_util.tree_map(jnp.subtract, new.critic_params["encoder"],
                                         state.critic_params["encoder"])) > 0  # fmt: skip
 
