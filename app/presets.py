@@ -118,7 +118,8 @@ PIXELS: Layer = {
             "image_kernels": (4, 3, 3),  # #pixels: a 4x4 patch embedding first, a matmul
             "image_strides": (4, 2, 1),  # #pixels: 64x64 -> 16x16 -> 8x8 -> 8x8
             "image_features": 32},  # #pixels: features per camera
-    "loop": {"buffer_capacity": 100_000},  # #pixels: 100k rows of two 64x64 cameras, 2.5 GB
+    "loop": {"buffer_capacity": 100_000,  # #pixels: 100k rows of two 64x64 cameras, 2.5 GB
+             "intervention_capacity": 20_000},  # #pixels: a person's rows, 0.5 GB, not 2.5
 }  # fmt: skip
 """The learner of a run on cameras (``--pixels``), over the task's preset."""
 
