@@ -22,7 +22,7 @@ import functools
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -444,9 +444,15 @@ class Learner:
             os.fsync(f.fileno())
         (path / counters_file).write_text(json.dumps(counters))
 
-    def restore(self, state: SACState, replay_state: ReplayState, counters: dict[str, Any]) -> None:
-        """Adopt a saved state, replay and counters (checked by the caller)."""
-        self.state, self.replay = state, replay_state
+    def restore(
+        self, state: SACState, arrays: Mapping[str, np.ndarray], counters: dict[str, Any]
+    ) -> None:
+        """Adopt a saved state, replay (:func:`~handrail.learners.replay_io.to_arrays`'s
+        arrays) and counters (checked by the caller, but for the replay's layout)."""
+        replay_io.check_layout(self.layout, arrays)
+        # The empty replay goes before the saved one is built: with cameras each is GBs.
+        self.replay = None  # type: ignore[assignment]
+        self.state, self.replay = state, replay_io.from_arrays(self.layout, arrays)
         self.steps, self.updates = counters["steps"], counters["updates"]
         self.version, self.pretrained = counters["version"], counters["pretrained"]
         self.nonfinite_streak = counters["nonfinite_streak"]

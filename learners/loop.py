@@ -215,8 +215,7 @@ class Trainer:
                 f"{path}: {REPLAY_FILE} holds {int(arrays['steps'])} env steps but the counters "
                 f"say {counters['learner']['steps']}; the replay belongs to another save"
             )
-        self.learner.restore(state, replay_io.from_arrays(self.learner.layout, arrays),
-                             counters["learner"])  # fmt: skip
+        self.learner.restore(state, arrays, counters["learner"])  # fmt: skip
         self.actor.restore(counters["actor"])
         self.policy.calls = counters["policy_calls"]
         pending = arrays["pending_action"]

@@ -11,13 +11,14 @@ import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from handrail.learners.checkpoint import CheckpointError
-from handrail.learners.replay import ReplayLayout, ReplayState, init
+from handrail.learners.replay import FINAL, ReplayLayout, ReplayState
 
 _COUNTERS = ("layout", "pos", "size", "pending")
 """The arrays :func:`to_arrays` always writes besides the segments' rows."""
@@ -40,28 +41,42 @@ def to_arrays(layout: ReplayLayout, state: ReplayState) -> dict[str, np.ndarray]
     return out
 
 
-def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> ReplayState:
-    """Inverse of :func:`to_arrays`; ValueError if they were saved with another layout."""
+def check_layout(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> None:
+    """ValueError if ``arrays`` were saved from a replay of another layout."""
     saved = json.loads(str(arrays["layout"]))
     if saved != json.loads(json.dumps(layout.to_json())):
         raise ValueError(
             f"replay was saved with layout {saved} but this learner has {layout.to_json()}; "
             "resume with the run's own config"
         )
-    host = jax.device_get(init(layout))
-    data = {k: np.array(v) for k, v in host.data.items()}
-    reward, terminated, nxt = np.array(host.reward), np.array(host.terminated), np.array(host.next)
-    for s, (name, _) in enumerate(layout.segments):
-        n = int(arrays["size"][s])
-        live = slice(layout.offset(s), layout.offset(s) + n)
-        for field, arr in (*data.items(), ("reward", reward), ("terminated", terminated),
-                           ("next", nxt)):  # fmt: skip
-            arr[live] = arrays[f"{name}/{field}"]
+
+
+def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> ReplayState:
+    """Inverse of :func:`to_arrays`; ValueError if they were saved with another layout."""
+    check_layout(layout, arrays)
+    # Each column is built on the host as init() builds it, filled with the live rows and
+    # handed to the device before the next: a replay of camera frames is GBs, and copies of
+    # all of it at once (init on the device, a host copy of that, then a device copy) took 3x
+    # its size (and the learner's empty replay 1x more) and got a pixel run's resume killed.
+    empty: dict[str, tuple[tuple[int, ...], Any, int]] = {
+        f.name: (f.shape, f.dtype, 0) for f in layout.fields
+    }
+    empty.update(reward=((), np.float32, 0), terminated=((), bool, 0), next=((), np.int32, FINAL))
+
+    def column(field: str) -> jax.Array:
+        shape, dtype, fill = empty[field]
+        host = np.full((layout.total, *shape), fill, dtype) if fill else np.zeros(
+            (layout.total, *shape), dtype)  # fmt: skip
+        for s, (name, _) in enumerate(layout.segments):
+            start = layout.offset(s)
+            host[start : start + int(arrays["size"][s])] = arrays[f"{name}/{field}"]
+        return jax.device_put(host)  # jnp.asarray kept a second copy of it: 2x, not 1x
+
     return ReplayState(
-        data={k: jnp.asarray(v) for k, v in data.items()},
-        reward=jnp.asarray(reward),
-        terminated=jnp.asarray(terminated),
-        next=jnp.asarray(nxt),
+        data={f.name: column(f.name) for f in layout.fields},
+        reward=column("reward"),
+        terminated=column("terminated"),
+        next=column("next"),
         pos=jnp.asarray(arrays["pos"], jnp.int32),
         size=jnp.asarray(arrays["size"], jnp.int32),
         pending=jnp.asarray(arrays["pending"], jnp.int32),

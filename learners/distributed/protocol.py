@@ -399,8 +399,7 @@ class LearnerService:
         if counters != extra:
             raise ValueError(f"{self.latest_dir}: its files are not from one save; start afresh")
         arrays = replay_io.load_arrays(self.latest_dir / REPLAY_FILE)
-        self.learner.restore(state, replay_io.from_arrays(self.learner.layout, arrays),
-                             counters["learner"])  # fmt: skip
+        self.learner.restore(state, arrays, counters["learner"])  # fmt: skip
         self.blocks_done = counters["blocks_done"]
         self.actors = {int(i): _ActorRecord(**r) for i, r in counters["actors"].items()}
         for record in self.actors.values():

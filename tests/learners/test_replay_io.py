@@ -59,3 +59,42 @@ def test_a_saved_replay_file_loads_and_a_damaged_one_is_named(tmp_path) -> None:
         replay_io.load_arrays(path)
     with pytest.raises(CheckpointError, match=rf"{tmp_path / 'none.npz'} is missing"):
         replay_io.load_arrays(tmp_path / "none.npz")
+
+
+def test_loading_a_replay_of_camera_frames_takes_its_size_once() -> None:
+    # A pixel run's resume was killed for memory: loading a 4.9 GB replay built the empty one
+    # on the device, copied it to the host, filled that and copied it back: 3x its size (and
+    # the learner's own empty replay 1x more, now dropped first). Measured in a process of its
+    # own: the peak over what the saved rows already take, in replay sizes.
+    import json
+    import subprocess
+    import sys
+
+    script = r"""
+import json, resource
+import numpy as np
+from handrail.learners import replay, replay_io
+from handrail.learners.replay import ReplayField, ReplayLayout, Rows
+fields = (ReplayField("frame", (1000,), "uint8"), ReplayField("action", (1,), "float32", "step"))
+small, big = (ReplayLayout(fields, (("online", n),), n_step=1, gamma=0.5) for n in (20, 400_000))
+k = 11
+rows = Rows(data={"frame": np.ones((k, 1000), np.uint8), "action": np.zeros((k, 1), np.float32)},
+            reward=np.ones(k, np.float32), terminated=np.zeros(k, bool),
+            final=np.arange(k) == k - 1, first=np.arange(k) == 0, actor=np.zeros(k, np.int32),
+            valid=np.ones(k, bool))
+arrays = replay_io.to_arrays(small, replay.insert(small, replay.init(small), 0, rows))
+arrays = {**{n: np.array(a) for n, a in arrays.items()},
+          "layout": np.asarray(json.dumps(big.to_json()))}  # the same rows, saved from big
+base = int(open("/proc/self/statm").read().split()[1]) * 4096
+back = replay_io.from_arrays(big, arrays)
+back.data["frame"].block_until_ready()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+frames = np.asarray(back.data["frame"])
+print(json.dumps({"peak": (peak - base) / 400e6, "rows": int(frames[:k].sum()),
+                  "rest": int(frames[k:].sum())}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, check=True)  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["rows"] == 11 * 1000 and result["rest"] == 0  # the rows, in their place
+    assert result["peak"] < 1.5, result  # 3.06 before
