@@ -47,7 +47,7 @@ def test_joining_a_learner_ends_when_rclpy_shuts_down_and_passes_its_result_or_e
     def refuse(address, option):
         raise ValueError(f"{option} {address}: no learner there")
 
-    with pytest.raises(ValueError, match="ray_address 1.2.3.4:1: no learner there"):
+    with pytest.raises(ValueError, match=r"ray_address 1\.2\.3\.4:1: no learner there"):
         _off_main_thread(Context(None), refuse, "1.2.3.4:1", option="ray_address")
     main = threading.current_thread()
     assert all(t is main or t.daemon for t in threading.enumerate() if t.name == "join-learner")
