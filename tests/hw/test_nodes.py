@@ -161,14 +161,34 @@ print(json.dumps({"sim": sim_clock.sim, "wall": wall_clock.sim, "late": late, "s
     assert "/clock" in out["error"] and "stood still" in out["error"]
 
 
+SIGINT_A_NODE = r"""
+import json, signal, subprocess, sys, time
+
+
+def sigint_a_node(node, preexec_fn=None):
+    # Start the node script `node` (it prints "ready" once built), let it spin for 0.5 s, send
+    # SIGINT; its exit code, seconds from the signal to its exit, and its output.
+    proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    return {"code": proc.returncode, "seconds": time.monotonic() - start, "out": out,
+            "err": err[-3000:]}
+"""
+"""Script lines (for ``ros``) that stop a node with SIGINT and report how it went."""
+
+
 def test_sigint_while_a_callback_publishes_is_a_clean_stop(ros):
     # rclpy's SIGINT handler shuts the context down at once, so a callback that is running then
     # fails on its next publish. Python raises KeyboardInterrupt first, unless the node started
     # with SIGINT ignored, as the background jobs of a shell script do (CI ran so). There a busy
     # node exited with code 1 and a traceback on Ctrl-C, and `handrail launch` reported a failure.
     out = ros(
-        r"""
-import json, signal, subprocess, sys, time
+        SIGINT_A_NODE
+        + r"""
 node = r'''
 import time
 from rclpy.node import Node
@@ -194,14 +214,8 @@ def ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 for ignored in (True, True, True, False):
-    proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=ignore_sigint if ignored else None)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    results.append({"ignored": ignored, "code": proc.returncode, "err": err[-2000:]})
+    run = sigint_a_node(node, ignore_sigint if ignored else None)
+    results.append({"ignored": ignored, "code": run["code"], "err": run["err"]})
 print(json.dumps(results))
 """
     )
@@ -216,8 +230,8 @@ def test_sigint_never_interrupts_a_node_mid_callback(ros):
     # it. run_node now leaves SIGINT to rclpy's shutdown: a callback running when it comes ends
     # as written, and the node then stops on its own.
     out = ros(
-        r"""
-import json, signal, subprocess, sys, time
+        SIGINT_A_NODE
+        + r"""
 node = r'''
 import time
 from rclpy.node import Node
@@ -240,15 +254,7 @@ class Busy(Node):
 
 run_node(Busy)
 '''
-proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, text=True)
-assert proc.stdout.readline().strip() == "ready"
-time.sleep(0.5)
-proc.send_signal(signal.SIGINT)
-start = time.monotonic()
-out, err = proc.communicate(timeout=30)
-print(json.dumps({"code": proc.returncode, "seconds": time.monotonic() - start, "out": out,
-                  "err": err[-2000:]}))
+print(json.dumps(sigint_a_node(node)))
 """
     )
     assert out["code"] == 0 and "interrupted" not in out["out"], out
@@ -260,8 +266,8 @@ def test_a_node_stuck_after_the_stop_says_where_and_exits(ros):
     # is already down); `handrail launch` had to SIGKILL an idle reset_node so, once, in CI, with
     # no word of where it hung. run_node's watch gives it the grace, then dumps the stacks.
     out = ros(
-        r"""
-import json, signal, subprocess, sys, time
+        SIGINT_A_NODE
+        + r"""
 node = r'''
 import threading, time
 from rclpy.node import Node
@@ -278,14 +284,7 @@ class Stuck(Node):
 common.STOP_GRACE_S = 1.0
 common.run_node(Stuck)
 '''
-proc = subprocess.Popen([sys.executable, "-c", node], stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, text=True)
-assert proc.stdout.readline().strip() == "ready"
-time.sleep(0.5)  # spinning
-proc.send_signal(signal.SIGINT)
-start = time.monotonic()
-_, err = proc.communicate(timeout=30)
-print(json.dumps({"code": proc.returncode, "seconds": time.monotonic() - start, "err": err[-3000:]}))
+print(json.dumps(sigint_a_node(node)))
 """
     )
     assert out["code"] == 1, out
