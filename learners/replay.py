@@ -231,14 +231,27 @@ class Mixture:
         return cls(((tuple(online), batch_size - n_off), (tuple(offline), n_off)))
 
 
+def empty_columns(layout: ReplayLayout) -> dict[str, tuple[tuple[int, ...], Any, int]]:
+    """Every per-row column of an empty replay: each field's, then ``reward``, ``terminated``
+    and ``next``, as (shape of a row, dtype, fill value)."""
+    columns: dict[str, tuple[tuple[int, ...], Any, int]] = {
+        f.name: (f.shape, f.dtype, 0) for f in layout.fields
+    }
+    columns.update(reward=((), jnp.float32, 0), terminated=((), bool, 0),
+                   next=((), jnp.int32, FINAL))  # fmt: skip
+    return columns
+
+
 def init(layout: ReplayLayout) -> ReplayState:
     """An empty replay."""
     total, segs = layout.total, len(layout.segments)
+    columns = {name: jnp.full((total, *shape), fill, dtype)
+               for name, (shape, dtype, fill) in empty_columns(layout).items()}  # fmt: skip
     return ReplayState(
-        data={f.name: jnp.zeros((total, *f.shape), f.dtype) for f in layout.fields},
-        reward=jnp.zeros(total, jnp.float32),
-        terminated=jnp.zeros(total, bool),
-        next=jnp.full(total, FINAL, jnp.int32),
+        data={f.name: columns[f.name] for f in layout.fields},
+        reward=columns["reward"],
+        terminated=columns["terminated"],
+        next=columns["next"],
         pos=jnp.zeros(segs, jnp.int32),
         size=jnp.zeros(segs, jnp.int32),
         pending=jnp.full((segs, layout.max_actors), -1, jnp.int32),

@@ -11,14 +11,13 @@ import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from handrail.learners.checkpoint import CheckpointError
-from handrail.learners.replay import FINAL, ReplayLayout, ReplayState
+from handrail.learners.replay import ReplayLayout, ReplayState, empty_columns
 
 _COUNTERS = ("layout", "pos", "size", "pending")
 """The arrays :func:`to_arrays` always writes besides the segments' rows."""
@@ -58,10 +57,7 @@ def from_arrays(layout: ReplayLayout, arrays: Mapping[str, np.ndarray]) -> Repla
     # handed to the device before the next: a replay of camera frames is GBs, and copies of
     # all of it at once (init on the device, a host copy of that, then a device copy) took 3x
     # its size (and the learner's empty replay 1x more) and got a pixel run's resume killed.
-    empty: dict[str, tuple[tuple[int, ...], Any, int]] = {
-        f.name: (f.shape, f.dtype, 0) for f in layout.fields
-    }
-    empty.update(reward=((), np.float32, 0), terminated=((), bool, 0), next=((), np.int32, FINAL))
+    empty = empty_columns(layout)
 
     def column(field: str) -> jax.Array:
         shape, dtype, fill = empty[field]
