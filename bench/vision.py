@@ -295,6 +295,8 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
     return runs
 
 
+ROWS = ("classifier", "pixels", "e2e", "e2e_classifier")
+"""The rows the bench knows (``--rows``)."""
 CLASSIFIER_ROWS = ("classifier", "e2e_classifier")
 """The rows whose reward is the classifier's."""
 
@@ -460,11 +462,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def bench_vision(cfg: Annotated[BenchVisionConfig, tyro.conf.arg(name="")]) -> int:
     """A learned success classifier in place of the task's reward, judged by the task."""
-    unknown = sorted(set(cfg.rows) - {"classifier", "pixels", "e2e", "e2e_classifier"})
-    if unknown or not cfg.rows:
-        raise ValueError(
-            f"--rows {' '.join(cfg.rows)}: give classifier, pixels, e2e, e2e_classifier or several"
-        )
+    if set(cfg.rows) - set(ROWS) or not cfg.rows:
+        raise ValueError(f"--rows {' '.join(cfg.rows)}: give {', '.join(ROWS)} or several")
     cfg.out.mkdir(parents=True, exist_ok=True)
     prepared: dict[str, Any] = {}
     if "pixels" in cfg.rows:
