@@ -14,7 +14,6 @@ import difflib
 import functools
 import importlib
 import inspect
-import os
 import re
 import types
 import typing
@@ -39,9 +38,7 @@ def make_env(task: str, *, render_mode: str | None = None, **overrides: Any) -> 
         ValueError: If the task cannot be resolved (naming the handrail tasks and the forms).
     """
     if task in HANDRAIL_TASKS:
-        if render_mode is not None and "DISPLAY" not in os.environ:
-            os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering for videos
-        import handrail.sim
+        import handrail.sim  # without a display it renders through EGL (see its init)
 
         return handrail.sim.make(task, render_mode=render_mode, **overrides)
     env_id = _gym_id(task, "--task")

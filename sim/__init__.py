@@ -11,6 +11,7 @@ Task modules live in ``sim/tasks/``, one file per task; those files are the list
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +22,21 @@ from handrail.sim.tasks import task_names
 
 if TYPE_CHECKING:  # the module imports MuJoCo; importing handrail.sim does not
     from handrail.sim.base import ArmEnv
+
+
+def _headless_rendering_default() -> None:
+    """Without a display, MuJoCo renders through EGL unless ``MUJOCO_GL`` says otherwise.
+
+    MuJoCo picks its GL backend from ``MUJOCO_GL`` when it is first imported, and every task
+    module imports it through this package: its own default (GLFW) needs a display, so a camera
+    run on a headless machine failed at its first frame ("an OpenGL platform library has not
+    been loaded"). Set ``MUJOCO_GL`` (egl, osmesa, glfw) to choose another.
+    """
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+_headless_rendering_default()
 
 TASKS: tuple[str, ...] = task_names()
 """Every task: the module files of ``sim/tasks/``, alphabetical (listing them imports no MuJoCo)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -88,3 +89,17 @@ def test_listing_the_tasks_imports_no_mujoco() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.split() == [str(len(sim.TASKS)), "False"], result.stderr
+
+
+def test_cameras_render_on_a_headless_machine_without_mujoco_gl_set() -> None:
+    # MuJoCo's own default (GLFW) needs a display: a camera run failed at its first frame.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}  # fmt: skip
+    code = (
+        "import os; from handrail import sim; "
+        "env = sim.make('reach', cameras=('front',), image_size=16); "
+        "obs, _ = env.reset(seed=0); print(obs['front'].shape, obs['front'].max() > 0, "
+        "os.environ['MUJOCO_GL'])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.stdout.split() == ["(16,", "16,", "3)", "True", "egl"], result.stderr[-2000:]
