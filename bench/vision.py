@@ -318,8 +318,10 @@ def summarize(run: Run, cfg: BenchVisionConfig) -> dict[str, Any]:
 
 def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str, Any]:
     """On the run's last policy, episodes that neither the task nor the classifier end: the
-    step the classifier first fires minus the step the task first succeeds, per episode (a
-    "false positive" in training is often a fire a few steps early, while the cube rises)."""
+    step the classifier first fires minus the step the task first succeeds, per episode, and
+    the episodes whose first fire came before any task object had moved 1 cm from where it
+    started (a policy that found frames the classifier takes for success, with the cube still
+    on the table, against one that fires a few steps early while the cube rises)."""
     from handrail.app.envs import make_env, parse_env_kwargs
     from handrail.learners.agents.classifier import SuccessClassifier
     from handrail.learners.policies import load_run_policy
@@ -329,14 +331,17 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
     kwargs = parse_env_kwargs(run.env_kwargs, cfg.task)
     env = make_env(cfg.task, **{**kwargs, "cameras": clf.cameras, "image_size": cfg.image_size,
                                 "terminate_on_success": False})  # fmt: skip
-    gaps, never = [], {"classifier": 0, "task": 0}
+    gaps, never, untouched = [], {"classifier": 0, "task": 0}, 0
     for episode in range(episodes):
         obs, _ = env.reset(seed=900_000 + episode)
+        start = _object_positions(env)
         fired = succeeded = None
         for t in range(int(kwargs.get("episode_steps", 100))):
             # the whole observation: a policy reads its own keys (the cameras, for e2e_classifier)
             obs, _, _, truncated, info = env.step(run.policy(obs))
-            fired = t if fired is None and clf.detect(obs) else fired
+            if fired is None and clf.detect(obs):
+                fired = t
+                untouched += bool(np.all(np.abs(_object_positions(env) - start) < 0.01))
             succeeded = t if succeeded is None and info["success"] else succeeded
             if (fired is not None and succeeded is not None) or truncated:
                 break
@@ -346,8 +351,14 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
             gaps.append(fired - succeeded)
     env.close()
     values, counts = np.unique(gaps, return_counts=True)
-    return {"episodes": episodes, "never": never,
+    return {"episodes": episodes, "never": never, "fired_untouched": untouched,
             "gap_steps": {int(v): int(c) for v, c in zip(values, counts, strict=True)}}  # fmt: skip
+
+
+def _object_positions(env: Any) -> np.ndarray:
+    """Positions (m) of the task's objects, (objects, 3): none for a task without any."""
+    poses = env.unwrapped.object_poses()
+    return np.array([p for p, _ in poses.values()], np.float64).reshape(-1, 3)
 
 
 def _runs_table(runs: list[dict[str, Any]], label: str) -> list[str]:
@@ -387,6 +398,10 @@ def table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
     return lines + _classifier_table(rows, prepared["classifier"])
 
 
+_LABELS = {"classifier": "state", "e2e_classifier": "cameras (end to end) + proprio"}
+"""The classifier rows' inputs, as their table lines name them."""
+
+
 def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> list[str]:
     """The classifier's scores, then one line for each row's runs."""
     v, held = prepared["validation"], prepared["heldout"]
@@ -405,9 +420,8 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
         "ended, false positives, false negatives |",
         "|---|---|---|---|---|---|---|",
     ]  # fmt: skip
-    inputs = {"classifier": "state", "e2e_classifier": "cameras (end to end) + proprio"}
     rows = [r for r in rows if r["learner"] in CLASSIFIER_ROWS]
-    for kind, label in inputs.items():
+    for kind, label in _LABELS.items():
         group = [r for r in rows if r["learner"] == kind]
         if not group:
             continue
@@ -429,6 +443,12 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
     lines += ["", "When the classifier first fires on the final policies' episodes, in steps after "
               "the task's first success (episodes): " + ", ".join(
                   f"{g:+d}: {gaps[g]}" for g in sorted(gaps))]  # fmt: skip
+    if all("fired_untouched" in r["timing"] for r in rows):
+        lines += ["", "Episodes whose first fire came before the task's objects had moved 1 cm "
+                  "(per run): " + ", ".join(
+                      f"seed {r['seed']} ({_LABELS[r['learner']]}): "
+                      f"{r['timing']['fired_untouched']} of {r['timing']['episodes']}"
+                      for r in rows)]  # fmt: skip
     return lines
 
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from handrail.bench.vision import BenchVisionConfig, bench_vision, plan, plot, table
+from handrail.bench.vision import (
+    BenchVisionConfig,
+    bench_vision,
+    fire_timing,
+    plan,
+    plot,
+    table,
+)
 
 PIXELS = {"demos": "d", "encoder": "e", "ignored": ["object", "cube_from_tcp_dm"],
           "probe": {"features": [0.9, 0.9, 0.5], "features_proprio": [0.9, 0.9, 0.8],
@@ -79,14 +87,17 @@ def test_the_e2e_classifier_rows_see_the_cameras_and_learn_the_classifiers_rewar
     rows = [{**_row("e2e_classifier", s, 0.96), "steps_to_goal": 9000 + s, "min_after": 0.94,
              "classifier": {"ended": 200, "episodes": 250, "false_positives": 10 + s,
                             "false_negatives": 2},
-             "timing": {"gap_steps": {"-1": 3, "0": 5 + s}}} for s in (0, 1)]  # fmt: skip
+             "timing": {"gap_steps": {"-1": 3, "0": 5 + s}, "fired_untouched": 4 * s,
+                        "episodes": 30}} for s in (0, 1)]  # fmt: skip
     lines = table(rows, {"classifier": CLASSIFIER})
     assert (
         "| 0, 1 | cameras (end to end) + proprio | 9,000, 9,001 | 94%, 94% | 96%, 96% | 9.6, 9.6 "
         "| 200/250 ended, 10 FP, 2 FN, 200/250 ended, 11 FP, 2 FN |" in lines
     )
     assert "| held-out episodes (30) | 0.991 | 0.995 | 2 | 0 |" in lines
-    assert lines[-1].endswith("-1: 6, +0: 11")
+    assert lines[-3].endswith("-1: 6, +0: 11")
+    assert lines[-1].endswith(": seed 0 (cameras (end to end) + proprio): 0 of 30, "
+                              "seed 1 (cameras (end to end) + proprio): 4 of 30")  # fmt: skip
     plot(rows, tmp_path / "vision.png")
     assert (tmp_path / "vision.png").stat().st_size > 0
 
@@ -108,3 +119,42 @@ def test_an_unknown_row_is_one_line_before_anything_runs(tmp_path: Path) -> None
     ):
         bench_vision(BenchVisionConfig(rows=("pixel",), out=tmp_path / "b"))
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(("fires_when", "untouched"), [("early", 2), ("lifted", 0)])
+def test_fire_timing_tells_fires_with_the_cube_untouched_from_fires_on_a_rising_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fires_when: str, untouched: int
+) -> None:
+    from types import SimpleNamespace
+
+    import handrail.learners.agents.classifier as classifier_module
+    import handrail.learners.policies as policies
+    from handrail import sim
+
+    expert_env = sim.make("pick_cube")
+    expert = sim.make_expert("pick_cube", expert_env)
+
+    class Classifier:  # fires on the 3rd step (the expert is still above the cube), or lifted
+        cameras = ()
+
+        def __init__(self, path: Path) -> None:
+            self.steps = 0
+
+        def detect(self, obs: dict) -> bool:
+            self.steps += 1
+            return self.steps >= 3 if fires_when == "early" else obs["object"][2] > 0.06
+
+    last_xy = [np.full(2, np.inf)]
+
+    def policy(obs: dict) -> object:  # the expert, started afresh where the cube jumped (reset)
+        if np.linalg.norm(obs["object"][:2] - last_xy[0]) > 0.05:
+            expert.reset()
+        last_xy[0] = obs["object"][:2]
+        return expert(obs)
+
+    monkeypatch.setattr(classifier_module, "SuccessClassifier", Classifier)
+    monkeypatch.setattr(policies, "load_run_policy",
+                        lambda folder, which: SimpleNamespace(policy=policy, env_kwargs=[]))  # fmt: skip
+    timing = fire_timing(BenchVisionConfig(out=tmp_path), tmp_path, episodes=2)
+    assert timing["fired_untouched"] == untouched
+    assert timing["never"] == {"classifier": 0, "task": 0}
