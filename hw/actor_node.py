@@ -67,6 +67,8 @@ PARAMETERS: dict[str, Any] = {
     "episodes": 0,
     "control_rate_hz": 10.0,
     "max_obs_age_s": 0.2,
+    "first_obs_timeout_s": 10.0,
+    "reset_timeout_s": 60.0,
     "seed": 0,
     "reset_service": "reset_node/reset",
     "human_timeout_s": 0.5,
@@ -346,18 +348,20 @@ def run(args: list[str] | None = None) -> int:
     node = Node("actor_node")
     try:
         p = declare_parameters(node, PARAMETERS)
-    except (ValueError, TypeError) as err:
+        config = RosEnvConfig(
+            control_rate_hz=float(p["control_rate_hz"]),
+            max_obs_age_s=float(p["max_obs_age_s"]),
+            first_obs_timeout_s=float(p["first_obs_timeout_s"]),
+            reset_timeout_s=float(p["reset_timeout_s"]),
+            reset_service=str(p["reset_service"]),
+            cameras=tuple(str(c) for c in p["cameras"] if c),
+            image_size=int(p["image_size"]),
+        )
+    except (ValueError, TypeError) as err:  # a parameter of the wrong type, or out of range
         print(f"error: {err}", file=sys.stderr)
         rclpy.shutdown()
         return 2
     status = node.create_publisher(String, "actor/status", LATCHED_QOS)
-    config = RosEnvConfig(
-        control_rate_hz=float(p["control_rate_hz"]),
-        max_obs_age_s=float(p["max_obs_age_s"]),
-        reset_service=str(p["reset_service"]),
-        cameras=tuple(str(c) for c in p["cameras"] if c),
-        image_size=int(p["image_size"]),
-    )
     env = RosArmEnv(str(p["task"]), config, node=node)
     human = RosHuman(env.node, env.mirror.action.dim, float(p["human_timeout_s"]))
     sinks: list[Any] = [_recorder(str(p["store"]), env, str(p["task"]))] if p["store"] else []

@@ -23,6 +23,28 @@ print(json.dumps({{"code": proc.returncode, "err": proc.stderr.strip().splitline
     )
 
 
+def test_actor_node_waits_for_the_arm_as_long_as_its_parameter_says_then_names_it(ros):
+    # No arm on the network: the first observation never comes. The wait is a parameter (a slow
+    # camera driver, a loaded machine) and a bad value is refused in one line.
+    out = ros(
+        r"""
+import json, subprocess, sys, time
+def actor(*params):
+    args = [p for kv in params for p in ("-p", kv)]
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "handrail.hw.actor_node", "--ros-args",
+                           "-p", "reset_service:=''", *args], capture_output=True, text=True, timeout=120)
+    return {"code": proc.returncode, "s": time.monotonic() - start, "err": proc.stderr}
+print(json.dumps({"waited": actor("first_obs_timeout_s:=1.5"), "bad": actor("first_obs_timeout_s:=-1.0")}))
+"""
+    )
+    waited, bad = out["waited"], out["bad"]
+    assert waited["code"] == 1 and "after waiting 1.5 s" in waited["err"], waited["err"][-2000:]
+    assert "is the arm driver (or sim_robot) running" in waited["err"]
+    assert bad["code"] == 2 and "Traceback" not in bad["err"], bad["err"][-2000:]
+    assert "first_obs_timeout_s must be a positive number; got -1.0" in bad["err"]
+
+
 @pytest.mark.parametrize("exe", sorted(NODES))
 def test_a_node_without_ros_says_in_one_line_what_to_install(exe, in_netns, tmp_path):
     # Issue 36: without the `ros` extra every node died with a ModuleNotFoundError traceback.

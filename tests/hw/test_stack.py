@@ -266,9 +266,10 @@ def test_a_short_training_run_through_the_stack_improves_the_policy(ros, tmp_pat
 stack = launch("task:=reach", "actor:=false")
 def actor(*params):
     args = [p for kv in params for p in ("-p", kv)]
-    # Everything shares two CPUs here, the learner's updates included: a looser age limit.
+    # Everything shares two CPUs here, the learner's updates included: a looser age limit, and a
+    # longer wait for the first observation (10 s once ran out under load).
     proc = subprocess.Popen([sys.executable, "-m", "handrail.hw.actor_node", "--ros-args", "-p", "task:=reach",
-                             "-p", "max_obs_age_s:=1.0", *args])
+                             "-p", "max_obs_age_s:=1.0", "-p", "first_obs_timeout_s:=60.0", *args])
     spin_until(lambda: proc.poll() is not None, 400)  # keep reading actor/status meanwhile
     return proc.wait(10)
 recorded = actor("store:={demos}", "episodes:=8")  # the scripted expert, through the stack
