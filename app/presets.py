@@ -117,7 +117,8 @@ PIXELS: Layer = {
             "image_channels": (16, 16, 16),  # #pixels: a CPU-sized encoder
             "image_kernels": (4, 3, 3),  # #pixels: a 4x4 patch embedding first, a matmul
             "image_strides": (4, 2, 1),  # #pixels: 64x64 -> 16x16 -> 8x8 -> 8x8
-            "image_features": 32},  # #pixels: features per camera
+            "image_features": 32,  # #pixels: features per camera
+            "image_encode_once": True},  # #pixels: DrQ-v2's 2 encoder passes a step, not 4
     "loop": {"buffer_capacity": 100_000,  # #pixels: 100k rows of two 64x64 cameras, 2.5 GB
              "intervention_capacity": 20_000},  # #pixels: a person's rows, 0.5 GB, not 2.5
 }  # fmt: skip

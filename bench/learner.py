@@ -99,9 +99,9 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
         critic_layer_norm=spec["layer_norm"],
         utd=spec["utd"],
         batch_size=spec["batch"],
-        image_encode_once=spec["learner"] == "handrail-once",
-        **(_pixel_encoder() if spec["env"].endswith(PIXELS) else {}),
-    )
+        **(_pixel_encoder(twice=spec["learner"] == "handrail-twice")
+           if spec["env"].endswith(PIXELS) else {}),
+    )  # fmt: skip
     sac = SAC(_obs_spec(env), ActionSpec.from_space(env.action_space), cfg)
     capacity = spec["warmup"] + spec["steps"] + 100
     loop = LoopConfig(warmup_steps=spec["warmup"], buffer_capacity=capacity)
@@ -116,11 +116,14 @@ def _run_handrail(spec: dict[str, Any]) -> dict[str, float]:
     return {"seconds": seconds, "update_only_ms": update_ms, **_dims(env)}
 
 
-def _pixel_encoder() -> dict[str, Any]:
-    """The image encoder of ``handrail train --pixels`` (its preset layer's ``image_*``)."""
+def _pixel_encoder(twice: bool = False) -> dict[str, Any]:
+    """The image encoder of ``handrail train --pixels`` (its preset layer's ``image_*``);
+    ``twice``: with the target encoder read and the actor's frames encoded again (RLPD's and
+    SERL's accounting, ``--sac.no-image-encode-once``)."""
     from handrail.app.presets import PIXELS as LAYER
 
-    return {k: v for k, v in LAYER["sac"].items() if k.startswith("image_")}
+    encoder = {k: v for k, v in LAYER["sac"].items() if k.startswith("image_")}
+    return {**encoder, "image_encode_once": False} if twice else encoder
 
 
 def _run_async(trainer: Any, spec: dict[str, Any]) -> dict[str, float]:
@@ -299,9 +302,9 @@ def _jobs(
     """(utd, learner, critics, layer_norm, label) for every row of one env."""
     jobs = [(utd, lr, 2, False, lr) for utd in utds for lr in learners]
     if pixels:  # SBX has no image policy; the pixel rows are for the update, not the loop
-        once = [(utd, "handrail-once", 2, False, "handrail, frames encoded once")
-                for utd in utds if "handrail" in learners]  # fmt: skip
-        return [job for job in jobs if job[1] != "sbx"] + once
+        twice = [(utd, "handrail-twice", 2, False, "handrail, target encoder read (RLPD)")
+                 for utd in utds if "handrail" in learners]  # fmt: skip
+        return [job for job in jobs if job[1] != "sbx"] + twice
     if "handrail" in learners:  # the same learner with actor and learner in their own threads
         jobs += [(utd, "handrail-async", 2, False, "handrail async") for utd in utds]
     if rlpd:

@@ -76,7 +76,7 @@ def goal_lines(rows: list[dict[str, Any]], gflop_s: float) -> list[str]:
     by_key = {(r["env"], r["utd"], r["learner"], r["num_critics"]): r for r in rows}
     lines = ["goals:"]
     for r in rows:
-        if r["env"].endswith(":pixels") and r["learner"] in ("handrail", "handrail-once"):
+        if r["env"].endswith(":pixels") and r["learner"] in ("handrail", "handrail-twice"):
             sb3 = by_key.get((r["env"], r["utd"], "sb3", 2), {})
             if "error" in r or "ms_per_update" not in sb3:
                 continue

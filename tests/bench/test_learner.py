@@ -115,14 +115,14 @@ def test_table_ratios_and_floor_come_from_the_rows(capsys: pytest.CaptureFixture
 
 def test_the_pixel_rows_are_judged_against_sb3s_goal() -> None:
     env = "pick_cube:pixels"
-    rows = [{**_row("handrail", 1, 10.0), "env": env, "label": "handrail"},
+    rows = [{**_row("handrail", 1, 12.5), "env": env, "label": "handrail"},
             {**_row("sb3", 1, 4.0), "env": env, "label": "sb3"},
-            {**_row("handrail-once", 1, 12.5), "env": env,
-             "label": "handrail, frames encoded once"}]  # fmt: skip
+            {**_row("handrail-twice", 1, 10.0), "env": env,
+             "label": "handrail, target encoder read (RLPD)"}]  # fmt: skip
     assert bench_learner_report.goal_lines(rows, gflop_s=100.0)[1:] == [
-        "  pick_cube:pixels UTD 1, handrail: 2.50x SB3 per gradient update, goal 3.0x: not met",
-        "  pick_cube:pixels UTD 1, handrail, frames encoded once: 3.12x SB3 per gradient update, "
-        "goal 3.0x: met",
+        "  pick_cube:pixels UTD 1, handrail: 3.12x SB3 per gradient update, goal 3.0x: met",
+        "  pick_cube:pixels UTD 1, handrail, target encoder read (RLPD): 2.50x SB3 per gradient "
+        "update, goal 3.0x: not met",
     ]
 
 
@@ -168,4 +168,7 @@ def test_the_pixel_env_adds_two_cameras_and_runs_without_sbx() -> None:
     env.close()
     jobs = bench_learner_cmd._jobs((1,), ("handrail", "sbx", "sb3"), rlpd=True, pixels=True)
     # no image policy in SBX; handrail with each accounting of its encoder passes
-    assert [job[1] for job in jobs] == ["handrail", "sb3", "handrail-once"]
+    assert [job[1] for job in jobs] == ["handrail", "sb3", "handrail-twice"]
+    # the handrail row is what a --pixels run gets; the other re-reads the target encoder
+    assert bench_learner_cmd._pixel_encoder()["image_encode_once"] is True
+    assert bench_learner_cmd._pixel_encoder(twice=True)["image_encode_once"] is False
