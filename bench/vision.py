@@ -319,8 +319,8 @@ def summarize(run: Run, cfg: BenchVisionConfig) -> dict[str, Any]:
 def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str, Any]:
     """On the run's last policy, episodes that neither the task nor the classifier end: the
     step the classifier first fires minus the step the task first succeeds, per episode, and
-    the episodes whose first fire came before any task object had moved 1 cm from where it
-    started (a policy that found frames the classifier takes for success, with the cube still
+    the episodes whose first fire came before any movable task object had moved 1 cm from
+    where it started (none on a task without one; a policy that found frames the classifier takes for success, with the cube still
     on the table, against one that fires a few steps early while the cube rises)."""
     from handrail.app.envs import make_env, parse_env_kwargs
     from handrail.learners.agents.classifier import SuccessClassifier
@@ -341,7 +341,8 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
             obs, _, _, truncated, info = env.step(run.policy(obs))
             if fired is None and clf.detect(obs):
                 fired = t
-                untouched += bool(np.all(np.abs(_object_positions(env) - start) < 0.01))
+                moved = np.abs(_object_positions(env) - start)
+                untouched += bool(start.size) and bool(np.all(moved < 0.01))
             succeeded = t if succeeded is None and info["success"] else succeeded
             if (fired is not None and succeeded is not None) or truncated:
                 break
@@ -356,9 +357,18 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
 
 
 def _object_positions(env: Any) -> np.ndarray:
-    """Positions (m) of the task's objects, (objects, 3): none for a task without any."""
-    poses = env.unwrapped.object_poses()
-    return np.array([p for p, _ in poses.values()], np.float64).reshape(-1, 3)
+    """Positions (m) of the task's movable objects (bodies on a joint: pick_cube's cube, not
+    reach's goal or peg_insert's hole), (objects, 3): none for a task without any."""
+    base = env.unwrapped
+
+    def movable(name: str) -> bool:
+        try:
+            return int(base.model.body(name).jntnum[0]) > 0
+        except KeyError:  # a pose that is no body of the model (a site, a computed point)
+            return False
+
+    poses = [p for name, (p, _) in base.object_poses().items() if movable(name)]
+    return np.array(poses, np.float64).reshape(-1, 3)
 
 
 def _runs_table(runs: list[dict[str, Any]], label: str) -> list[str]:

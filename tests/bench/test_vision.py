@@ -158,3 +158,27 @@ def test_fire_timing_tells_fires_with_the_cube_untouched_from_fires_on_a_rising_
     timing = fire_timing(BenchVisionConfig(out=tmp_path), tmp_path, episodes=2)
     assert timing["fired_untouched"] == untouched
     assert timing["never"] == {"classifier": 0, "task": 0}
+
+
+def test_fire_timing_counts_no_untouched_fire_on_a_task_without_movable_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    import handrail.learners.agents.classifier as classifier_module
+    import handrail.learners.policies as policies
+
+    class Classifier:  # fires at once: on reach there is no object to have moved
+        cameras = ()
+
+        def __init__(self, path: Path) -> None:
+            pass
+
+        def detect(self, obs: dict) -> bool:
+            return True
+
+    monkeypatch.setattr(classifier_module, "SuccessClassifier", Classifier)
+    monkeypatch.setattr(policies, "load_run_policy", lambda folder, which: SimpleNamespace(
+        policy=lambda obs: np.zeros(4, np.float32), env_kwargs=["episode_steps=5"]))  # fmt: skip
+    timing = fire_timing(BenchVisionConfig(task="reach", out=tmp_path), tmp_path, episodes=1)
+    assert timing["fired_untouched"] == 0 and timing["never"]["classifier"] == 0
