@@ -79,6 +79,13 @@ for _name, _size in PROPRIO_LAYOUT:
     _start += _size
 _REPORT_FLAGS = tuple(f.name for f in dataclasses.fields(SafetyReport))
 
+_DIVERGED = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+             mujoco.mjtWarning.mjWARN_BADQACC)  # fmt: skip
+"""MuJoCo's warnings of a diverged simulation: it prints one and resets the whole state to the
+model's initial one (the object back at its XML pose, the arm at its zero pose)."""
+SIM_DIVERGED_KEY = "sim_diverged"
+"""Info key, True on the step where the simulation diverged (the episode is truncated there)."""
+
 
 DM_PER_M = 10.0
 """Relative positions in observations are in decimetres: O(1) numbers for the networks, which
@@ -418,15 +425,25 @@ class ArmEnv(gymnasium.Env):
             # A non-finite gripper command holds the fingers where they are, as the safety
             # filter holds the pose for a non-finite target (min/max would pass NaN through).
             self.command_gripper(gripper_opening_m(gripper))
+        diverged_before = self._diverged_count()
         self.controller.step(cfg.substeps)
         self._steps += 1
-        success = bool(self.is_success())
+        # A diverged simulation was reset by MuJoCo mid-step: the scene after it is not where
+        # the action led, so the episode ends there, truncated (no success, no terminal value).
+        diverged = self._diverged_count() > diverged_before
+        success = bool(self.is_success()) and not diverged
         reward = float(success) if cfg.reward == "sparse" else float(self.dense_reward())
+        reward = 0.0 if diverged else reward  # the reset scene's reward is not the action's
         terminated = success and cfg.terminate_on_success
-        truncated = self._steps >= cfg.episode_steps
+        truncated = self._steps >= cfg.episode_steps or diverged
         flags = {name: getattr(report, name) for name in _REPORT_FLAGS}
-        info = {"success": success, "is_success": success, "safety": flags}
+        info = {"success": success, "is_success": success, "safety": flags,
+                SIM_DIVERGED_KEY: diverged}  # fmt: skip
         return self._get_obs(), reward, terminated, truncated, info
+
+    def _diverged_count(self) -> int:
+        """How many times MuJoCo has found this simulation diverged (and reset it)."""
+        return sum(int(self.data.warning[w].number) for w in _DIVERGED)
 
     def render(self) -> np.ndarray | None:
         """An RGB frame from the "overview" camera (the whole arm and table) when ``render_mode == "rgb_array"``."""

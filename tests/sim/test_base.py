@@ -221,3 +221,22 @@ def test_offsets_in_decimetres_match_the_absolute_positions(
         np.testing.assert_allclose(obs[key], 10.0 * (obs[target][:3] - obs[origin][:3]),
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
         obs, *_ = env.step(env.action_space.sample())
+
+
+@pytest.mark.parametrize("reward", ["sparse", "dense"])
+def test_a_diverged_simulation_ends_the_episode_truncated_and_says_so(reward: str) -> None:
+    # MuJoCo resets a diverged simulation to the model's initial state mid-step (the cube
+    # back at its XML pose): the step after it must not pass for the action's outcome.
+    from handrail.sim.base import SIM_DIVERGED_KEY
+
+    env = sim.make("pick_cube", reward=reward)
+    env.reset(seed=0)
+    action = np.zeros(env.action_space.shape, np.float32)
+    _, _, terminated, truncated, info = env.step(action)
+    assert not truncated and info[SIM_DIVERGED_KEY] is False
+    env.unwrapped.data.qvel[:] = 1e12  # a blow-up MuJoCo detects and resets
+    _, r, terminated, truncated, info = env.step(action)
+    assert info[SIM_DIVERGED_KEY] is True and truncated and not terminated
+    assert r == 0.0 and info["success"] is False
+    env.reset(seed=1)
+    assert env.step(action)[4][SIM_DIVERGED_KEY] is False
