@@ -234,6 +234,10 @@ def _shut_down_by_signal(context: Any, wait_s: float = 0.5) -> bool:
     return True
 
 
+SPIN_POLL_S = 0.1
+"""The longest a node's spin waits before it looks at its context again (:func:`spin_until_shutdown`)."""
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads: int = 1) -> None:
     """Init rclpy, build the node, spin it until SIGINT/SIGTERM, then shut down cleanly.
 
@@ -256,9 +260,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
     )
     executor.add_node(node)
     watch_the_stop(node.context, STOP_GRACE_S)
-    # rclpy's own handlers turn SIGINT and SIGTERM into a shutdown: spin() returns.
+    # rclpy's own handlers turn SIGINT and SIGTERM into a shutdown: the spin ends.
     try:
-        executor.spin()
+        spin_until_shutdown(executor, node.context)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
@@ -274,6 +278,20 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+
+
+def spin_until_shutdown(executor: Any, context: Any, poll_s: float = SPIN_POLL_S) -> None:
+    """Spin ``executor`` until ``context`` shuts down, waiting at most ``poll_s`` at a time.
+
+    ``executor.spin()`` waits without a timeout and relies on the shutdown waking it. CI saw
+    that wake missed under load (twice in one run): an idle node's main thread stayed in
+    rclpy's wait after SIGINT had shut the context down, until ``watch_the_stop`` ended it
+    with code 1 (``sim_robot exited with code 1 while stopping``). Before, Python's
+    KeyboardInterrupt broke that wait; :func:`init_rclpy` no longer lets it (it left locks
+    held). A bounded wait checks the context again at least every ``poll_s``.
+    """
+    while context.ok():
+        executor.spin_once(timeout_sec=poll_s)
 
 
 STOP_GRACE_S = 4.0

@@ -2,7 +2,7 @@
 
 import time
 
-from handrail.hw.ros_common import _shut_down_by_signal
+from handrail.hw.ros_common import _shut_down_by_signal, spin_until_shutdown
 
 
 class Context:
@@ -51,3 +51,20 @@ def test_joining_a_learner_ends_when_rclpy_shuts_down_and_passes_its_result_or_e
         _off_main_thread(Context(None), refuse, "1.2.3.4:1", option="ray_address")
     main = threading.current_thread()
     assert all(t is main or t.daemon for t in threading.enumerate() if t.name == "join-learner")
+
+
+def test_a_nodes_spin_ends_after_the_shutdown_even_if_nothing_wakes_its_wait():
+    # CI: twice in one run an idle node stayed in rclpy's wait after SIGINT shut its context
+    # down (the wake-up missed), until the stop watch killed it. An executor whose wait only
+    # ever times out stands in for the missed wake.
+    waits = []
+
+    class Executor:
+        def spin_once(self, timeout_sec=None):
+            assert timeout_sec is not None, "an unbounded wait never sees the shutdown"
+            waits.append(timeout_sec)
+            time.sleep(timeout_sec)
+
+    start = time.monotonic()
+    spin_until_shutdown(Executor(), Context(0.3), poll_s=0.05)
+    assert time.monotonic() - start < 0.6 and all(w == 0.05 for w in waits) and len(waits) >= 4
