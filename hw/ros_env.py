@@ -46,6 +46,7 @@ from handrail.hw.ros_common import (
     NodeClock,
     call_service,
     check_context,
+    spin_until_shutdown,
 )
 
 __all__ = ["RosArmEnv", "RosEnvConfig", "StaleObservationError"]
@@ -344,7 +345,7 @@ class RosArmEnv(gymnasium.Env):
         SIGINT/SIGTERM (the next wait set fails), is the requested stop; any other error is
         not."""
         try:
-            self._executor.spin()
+            spin_until_shutdown(self._executor, self.node.context)
         except Exception:
             if not self._closing and self.node.context.ok():
                 raise
