@@ -432,8 +432,10 @@ class ArmEnv(gymnasium.Env):
         # the action led, so the episode ends there, truncated (no success, no terminal value).
         diverged = self._diverged_count() > diverged_before
         success = bool(self.is_success()) and not diverged
-        reward = float(success) if cfg.reward == "sparse" else float(self.dense_reward())
-        reward = 0.0 if diverged else reward  # the reset scene's reward is not the action's
+        if diverged:  # the reset scene's reward is not the action's
+            reward = 0.0
+        else:
+            reward = float(success) if cfg.reward == "sparse" else float(self.dense_reward())
         terminated = success and cfg.terminate_on_success
         truncated = self._steps >= cfg.episode_steps or diverged
         flags = {name: getattr(report, name) for name in _REPORT_FLAGS}
