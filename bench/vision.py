@@ -320,8 +320,9 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
     """On the run's last policy, episodes that neither the task nor the classifier end: the
     step the classifier first fires minus the step the task first succeeds, per episode, and
     the episodes whose first fire came before any movable task object had moved 1 cm from
-    where it started (none on a task without one; a policy that found frames the classifier takes for success, with the cube still
-    on the table, against one that fires a few steps early while the cube rises)."""
+    where it started (none on a task without one): a policy that found frames the classifier
+    takes for success with the cube still on the table, against one that fires a few steps
+    early while the cube rises."""
     from handrail.app.envs import make_env, parse_env_kwargs
     from handrail.learners.agents.classifier import SuccessClassifier
     from handrail.learners.policies import load_run_policy
@@ -454,7 +455,7 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
               "the task's first success (episodes): " + ", ".join(
                   f"{g:+d}: {gaps[g]}" for g in sorted(gaps))]  # fmt: skip
     if all("fired_untouched" in r["timing"] for r in rows):
-        lines += ["", "Episodes whose first fire came before the task's objects had moved 1 cm "
+        lines += ["", "Episodes whose first fire came before the task's movable objects had moved 1 cm "
                   "(per run): " + ", ".join(
                       f"seed {r['seed']} ({_LABELS[r['learner']]}): "
                       f"{r['timing']['fired_untouched']} of {r['timing']['episodes']}"
