@@ -33,9 +33,30 @@ from handrail.learners.agents.sac import SACConfig
 from handrail.learners.distributed.protocol import DistConfig
 from handrail.learners.learner import LoopConfig
 
-__all__ = ["LAYERS", "Settings", "TrainConfig", "bc_preset", "check_task_options",
-           "default_run_dir", "format_env_kwargs", "parse_env_kwargs", "preset", "resolve",
+__all__ = ["LAYERS", "CorrectionConfig", "Settings", "TrainConfig", "bc_preset",
+           "check_task_options", "default_run_dir", "format_env_kwargs", "parse_env_kwargs", "preset", "resolve",
            "settings_of"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CorrectionConfig:
+    """A person who checks the episodes a ``--reward classifier:`` ended and marks the false
+    ones (HIL-SERL's repeated labelling); in simulation the task's own success flag is the
+    person."""
+
+    episodes: int = 0
+    """Marked false positives at most, each a labelled failed episode: it joins the
+    classifier's training frames, the classifier is retrained (its threshold on the same
+    held-out episodes), the replay's rewards and ends are relabelled by it, and the run goes
+    on with it. 0: the classifier stays as it was given."""
+    every: int = 1000
+    """Env steps between two corrections at least: the person looks now and then, not at
+    every episode (the first false positives come before the policy acts with intent)."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 0 or self.every < 1:
+            raise ValueError(f"--corrections.episodes must be >= 0 and --corrections.every >= "
+                             f"1, got {self.episodes} and {self.every}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,8 @@ class TrainConfig:
     episode's end where it fires (a handrail task then renders the classifier's cameras and
     leaves the ending to it); the run reports its false positives and negatives against the
     task's own success where the env reports one."""
+    corrections: CorrectionConfig = field(default_factory=CorrectionConfig)
+    """With --reward classifier:PATH: a person's corrections of its false positives."""
     encoder: Path | None = None
     """A frozen image encoder (``handrail encoder train``) the policy sees the cameras
     through: they become one feature key, ``camera_features``, beside the state keys (a handrail
@@ -154,6 +177,12 @@ class TrainConfig:
         ):
             bad.append(f"--reward {self.reward!r}: give task, or classifier:PATH (a folder "
                        "written by handrail reward train)")  # fmt: skip
+        if self.corrections.episodes and self.reward == "task":
+            bad.append("--corrections.episodes corrects a learned reward: give --reward "
+                       "classifier:PATH too")  # fmt: skip
+        if self.corrections.episodes and self.learner != "jax":
+            bad.append(f"--corrections.episodes needs --learner jax (it relabels handrail's "
+                       f"replay), not {self.learner}")  # fmt: skip
         if self.demos is not None and self.expert_demos:
             bad.append("--demos and --expert-demos exclude each other: pick one source of demos")
         if bad:
@@ -192,6 +221,7 @@ class TrainConfig:
         values["loop"] = LoopConfig(**values.get("loop", {}))
         values["hil"] = HumanLoopConfig.from_json(values.get("hil", {}))
         values["dist"] = DistConfig(**values.get("dist", {}))
+        values["corrections"] = CorrectionConfig(**values.get("corrections", {}))
         for name in ("demos", "resume", "run_dir", "record", "encoder"):
             if values.get(name) is not None:
                 values[name] = Path(values[name])

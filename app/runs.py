@@ -11,6 +11,7 @@ an episode twice.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,10 +160,14 @@ def _increasing_from(seeds: list[int | None], first: int) -> bool:
     )
 
 
-def save_trainer(trainer: Any, recorder: Any, folder: Path) -> None:
-    """Writes a latest checkpoint into ``folder``: the trainer's files and, with ``--record``,
-    how many episodes the store holds, all of them committed first."""
+def save_trainer(trainer: Any, recorder: Any, folder: Path, *,
+                 also: Callable[[Path], None] | None = None) -> None:  # fmt: skip
+    """Writes a latest checkpoint into ``folder``: the trainer's files, ``also``'s (the learned
+    reward's) and, with ``--record``, how many episodes the store holds, all of them
+    committed first."""
     trainer.save_into(folder)
+    if also is not None:
+        also(folder)
     if recorder is not None:
         recorder.flush()
         text = json.dumps({"store": str(recorder.path), "episodes": recorder.num_episodes})

@@ -125,7 +125,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         from handrail.app.distributed import train_distributed
 
         return train_distributed(cfg, settings, run_path)
-    classifier = rewards.load_reward_classifier(cfg)
+    classifier = rewards.load_reward_classifier(cfg, run_path if cfg.resume else None)
     encoder = pixels.load(cfg.encoder)
     cfg = pixels.with_model_cameras(cfg, encoder)
     if cfg.pixels:  # the learner reads the classifier's cameras: eval must render them too
@@ -163,18 +163,21 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
     print(f"handrail train: preset: {settings.preset}", file=sys.stderr)
     if cfg.learner == "jax":
         print(f"handrail train: {_norm_plan(cfg)}", file=sys.stderr)
-    trainer = recorder = None
+    trainer = recorder = corrections = None
     ours = run_path if cfg.resume is not None else None  # the run folder, once it is this run's
     try:
         if cfg.learner == "jax":
             trainer = _make_trainer(cfg, env, demos, specs)
         # A resume loads its checkpoint before anything changes (the store, the run folder).
-        if trainer is not None and cfg.resume is not None:
-            kept = load_latest(trainer, run_path)
-            _resume_wrappers(env, trainer.env_steps)
-            if cfg.record is not None:  # the episodes after the checkpoint are taken again
-                resume_recording(cfg.record, kept, cfg.seed + trainer.episodes,
-                                 person=cfg.human != "none")  # fmt: skip
+        if trainer is not None:  # what the learned reward did, and its corrections
+            corrections = rewards.Corrections(cfg, env, trainer, run_path)
+            if cfg.resume is not None:
+                kept = load_latest(trainer, run_path)
+                corrections.restore(run_path / "checkpoints" / "latest")
+                _resume_wrappers(env, trainer.env_steps)
+                if cfg.record is not None:  # the episodes after the checkpoint are taken again
+                    resume_recording(cfg.record, kept, cfg.seed + trainer.episodes,
+                                     person=cfg.human != "none")  # fmt: skip
         recorded = recorded_env.observation_space
         if camera_tap is not None:
             recorded = camera_tap.recorded_space(recorded)
@@ -189,7 +192,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             if trainer is None:
                 last = _train_sb3(cfg, env, eval_env, run, demos, specs)
             else:
-                last = _train_jax(cfg, trainer, eval_env, run, recorder, camera_tap)
+                last = _train_jax(cfg, trainer, eval_env, run, recorder, camera_tap, corrections)
                 if cfg.human != "none":
                     _print_interventions(run, env)
     except KeyboardInterrupt as exc:  # a second Ctrl-C: launch prints this note as one line
@@ -207,7 +210,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             trainer.close()
         if recorder is not None:
             recorder.close()
-        rewards.report(env, run_path)
+        rewards.report(env, run_path, corrections)
         env.close()
         eval_env.close()
     if last is not None:
@@ -337,10 +340,11 @@ def _make_trainer(cfg: TrainConfig, env: Any, demos: Any, specs: tuple[Any, Any]
     return kind(env, sac, cfg.loop, seed=cfg.seed, demos=rows, success_key=cfg.success_key)
 
 
-def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any,
-               recorder: Any, camera_tap: Any = None) -> dict[str, Any] | None:  # fmt: skip
+def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any, recorder: Any,
+               camera_tap: Any = None, corrections: Any = None) -> dict[str, Any] | None:  # fmt: skip
     """Train handrail's JAX SAC/RLPD into ``run``; returns the last evaluation record
-    (``camera_tap``: the frames the ``recorder`` keeps where the learner reads none).
+    (``camera_tap``: the frames the ``recorder`` keeps where the learner reads none;
+    ``corrections``: the learned reward's record and corrections, saved with each checkpoint).
 
     A new run saves a checkpoint before its first step, so that it can be resumed (and its
     ``--record`` store rolled back) whenever it stops.
@@ -359,14 +363,20 @@ def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any,
     if cfg.resume is not None:
         run.rewind(trainer.env_steps)  # the steps after the checkpoint are taken again
 
+    also = None if corrections is None else corrections.save_into
+
     def save_latest() -> None:
-        write_checkpoint_dir(run.latest_dir, functools.partial(save_trainer, trainer, recorder))
+        write_checkpoint_dir(run.latest_dir,
+                             functools.partial(save_trainer, trainer, recorder, also=also))  # fmt: skip
 
     if cfg.resume is None:
         save_latest()
     monitor = _jax_monitor(cfg, eval_env, run, trainer, trainer.sac, save_latest)
     try:
-        _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none")
+        after = None if corrections is None else functools.partial(corrections.after_episode,
+                                                                    run=run)  # fmt: skip
+        _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none",
+                  after_episode=after)  # fmt: skip
     finally:
         monitor.close()
     return monitor.last_eval
@@ -412,10 +422,12 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
 
 
 def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None], *,
-              human: bool = False) -> None:  # fmt: skip
+              human: bool = False,
+              after_episode: Callable[[int], None] | None = None) -> None:  # fmt: skip
     """Step until ``steps``, an early stop or Ctrl-C; then a final evaluation or a latest save.
 
-    With a ``human`` in the loop, each episode's record carries the steps the person acted.
+    With a ``human`` in the loop, each episode's record carries the steps the person acted;
+    ``after_episode(env_steps)`` runs after each step that ended one (before the monitor).
 
     Checkpoints are written only between episodes, so the loop runs on to the end of the
     episode in which ``steps`` is reached (at most one episode more) or Ctrl-C is pressed:
@@ -424,6 +436,8 @@ def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], 
     with _graceful_interrupt() as interrupted:
         while trainer.env_steps < steps or not trainer.actor.at_episode_start:
             finished = trainer.step()
+            if finished and after_episode is not None:
+                after_episode(trainer.env_steps)
             episodes = [(e.return_, e.length, e.success, *([e.human_steps] if human else []))
                         for e in finished]  # fmt: skip
             stop = monitor.on_step(trainer.env_steps, trainer.updates, episodes,

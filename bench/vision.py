@@ -76,6 +76,12 @@ class BenchVisionConfig:
     """Scripted demonstrations: the classifier's success frames and the runs' demo buffer."""
     failures: int = 10
     """Failed episodes labelled for the classifier."""
+    corrections: int = 0
+    """The classifier rows: false positives the simulated person (the task's success flag)
+    marks during each run, at most (``handrail train --corrections.episodes``); with
+    ``failures`` they are the labelled failed episodes the classifier learns from."""
+    correct_every: int = 1000
+    """Env steps between two corrections at least (``--corrections.every``)."""
     failure_noise: float = 0.6
     """Std of the Gaussian noise on the expert's normalised actions that makes failures."""
     steps: int = 10_000
@@ -275,7 +281,8 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
             continue
         reward: tuple[str, ...] = ()
         if row == "e2e_classifier":  # the classifier's demonstrations: they carry its labels
-            reward = ("--demos", clf["demos"], "--reward", f"classifier:{clf['classifier']}")
+            reward = ("--demos", clf["demos"], "--reward", f"classifier:{clf['classifier']}",
+                      *_corrections(cfg))  # fmt: skip
         for seed in cfg.seeds:
             folder = cfg.out / f"{row}-s{seed}"
             argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.pixel_steps),
@@ -288,11 +295,19 @@ def plan(cfg: BenchVisionConfig, prepared: dict[str, Any]) -> list[Run]:
     for seed in cfg.seeds if "classifier" in cfg.rows else ():
         folder = cfg.out / f"classifier-s{seed}"
         argv = ("--task", cfg.task, "--seed", str(seed), "--steps", str(cfg.steps), "--demos",
-                clf["demos"], "--reward", f"classifier:{clf['classifier']}",
+                clf["demos"], "--reward", f"classifier:{clf['classifier']}", *_corrections(cfg),
                 "--eval-every", str(cfg.eval_every), "--eval-episodes", str(cfg.eval_episodes),
                 "--run-dir", str(folder), "--no-progress")  # fmt: skip
         runs.append(Run(cfg.task, "classifier", seed, cfg.steps, folder, argv))
     return runs
+
+
+def _corrections(cfg: BenchVisionConfig) -> tuple[str, ...]:
+    """``handrail train``'s corrections options of the classifier rows (none without)."""
+    if not cfg.corrections:
+        return ()
+    return ("--corrections.episodes", str(cfg.corrections), "--corrections.every",
+            str(cfg.correct_every))  # fmt: skip
 
 
 ROWS = ("classifier", "pixels", "e2e", "e2e_classifier")
@@ -322,12 +337,15 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
     the episodes whose first fire came before any movable task object had moved 1 cm from
     where it started (none on a task without one): a policy that found frames the classifier
     takes for success with the cube still on the table, against one that fires a few steps
-    early while the cube rises."""
+    early while the cube rises. The classifier is the run's last (corrected) one, if it made
+    corrections."""
     from handrail.app.envs import make_env, parse_env_kwargs
+    from handrail.app.rewards import CHECKPOINT_DIR
     from handrail.learners.agents.classifier import SuccessClassifier
     from handrail.learners.policies import load_run_policy
 
-    clf = SuccessClassifier(cfg.out / "classifier")
+    corrected = folder / CHECKPOINT_DIR
+    clf = SuccessClassifier(corrected if corrected.exists() else cfg.out / "classifier")
     run = load_run_policy(folder, "latest")
     kwargs = parse_env_kwargs(run.env_kwargs, cfg.task)
     env = make_env(cfg.task, **{**kwargs, "cameras": clf.cameras, "image_size": cfg.image_size,
@@ -445,6 +463,9 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
             f"{seed_cells([r['minutes'] for r in group], '.1f')} | "
             + ", ".join(f"{c.get('ended', '-')}/{c.get('episodes', '-')} ended, "
                         f"{c.get('false_positives', '-')} FP, {c.get('false_negatives', '-')} FN"
+                        + (f", {len(c['corrections'])} corrected at "
+                           + "/".join(str(k["env_steps"]) for k in c["corrections"])
+                           if c.get("corrections") else "")
                         for c in clf) + " |"
         )  # fmt: skip
     gaps: dict[int, int] = {}

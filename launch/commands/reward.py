@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import tyro
 
+from handrail.app.rewards import labelled_stores
 from handrail.launch.commands.common import plot_losses, write_folder
 from handrail.learners.agents.classifier import ClassifierConfig
 
@@ -67,33 +68,6 @@ class RewardEval:
             raise ValueError(f"--last must be >= 1 step, got {self.last}")
 
 
-def _labelled(paths: tuple[Path, ...], last: int) -> list[tuple[Any, Any, str]]:
-    """(reader, label per step, where the labels came from) of every store."""
-    from handrail.demos import open_store
-    from handrail.demos.errors import StoreError
-    from handrail.demos.finite import require_finite
-    from handrail.demos.labels import UNLABELLED, labels_from_success, read_labels
-
-    out = []
-    for path in paths:
-        try:
-            reader = open_store(path)
-            require_finite(reader, list(range(reader.num_episodes)))
-            labels = read_labels(path).success
-        except (StoreError, OSError, ValueError) as exc:
-            raise ValueError(f"--demos {path}: {exc}") from exc
-        if (labels != UNLABELLED).any():
-            by = sorted({s["by"] for s in read_labels(path).sources})
-            source = f"{path}: labels by {', '.join(by)}"
-        else:
-            labels = labels_from_success(reader, last=last)
-            source = f"{path}: success flags, last {last} step(s)"
-            print(f"handrail reward: {path} has no labels: its success flags label it (the last "
-                  f"{last} step(s) of each successful episode succeed)", file=sys.stderr)  # fmt: skip
-        out.append((reader, labels, source))
-    return out
-
-
 def train(cmd: Annotated[RewardTrain, tyro.conf.arg(name="")]) -> int:
     """Train a success classifier on labelled frames and write it to ``--out``."""
     from handrail.learners.agents.classifier import (
@@ -107,7 +81,7 @@ def train(cmd: Annotated[RewardTrain, tyro.conf.arg(name="")]) -> int:
         what = "a classifier: add --overwrite" if (out / "classifier.json").is_file() else (
             "something else: choose another --out")  # fmt: skip
         raise ValueError(f"--out {out} already exists and holds {what}")
-    stores = _labelled(cmd.demos, cmd.last)
+    stores = labelled_stores(cmd.demos, cmd.last)
     dataset = frames_dataset(stores, cmd.classifier)
     print(f"handrail reward: {len(dataset)} labelled frames ({int(dataset.label.sum())} success) "
           f"of cameras {list(dataset.frames)} from {len(stores)} store(s)", file=sys.stderr)  # fmt: skip
@@ -115,7 +89,8 @@ def train(cmd: Annotated[RewardTrain, tyro.conf.arg(name="")]) -> int:
 
     def fill(folder: Path) -> None:
         save_classifier(folder, result, cmd.classifier, dataset,
-                        extra={"demos": [str(p) for p in cmd.demos], "last": cmd.last})  # fmt: skip
+                        extra={"demos": [str(p.resolve()) for p in cmd.demos],
+                               "last": cmd.last})  # fmt: skip
         plot_losses(result.history, folder / "loss.png", title="handrail reward train",
                     ylabel="balanced cross-entropy", train_label="train (shifted frames)",
                     val_label="validation episodes")  # fmt: skip
@@ -142,7 +117,7 @@ def evaluate(cmd: Annotated[RewardEval, tyro.conf.arg(name="")]) -> int:
     from handrail.learners.agents.classifier import SuccessClassifier, frames_dataset, scores
 
     clf = SuccessClassifier(cmd.classifier)
-    stores = _labelled(cmd.demos, cmd.last)
+    stores = labelled_stores(cmd.demos, cmd.last)
     for reader, _labels, _source in stores:
         clf.check_keys({f.name: tuple(f.shape) for f in reader.obs_fields}, f"store {reader.path}")
     dataset = frames_dataset(stores, clf.config)

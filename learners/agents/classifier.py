@@ -174,9 +174,46 @@ class FramesDataset:
     """Each state key's shape."""
     sources: tuple[str, ...] = ()
     """What the labels came from, per store (for the classifier's record)."""
+    train_only: np.ndarray | None = None
+    """(N,) bool: frames never held out for validation (a person's corrections: each one is
+    there to teach; the threshold stays chosen on the episodes held out before them)."""
 
     def __len__(self) -> int:
         return len(self.label)
+
+
+def with_failed_episodes(
+    dataset: FramesDataset, episodes: Sequence[Mapping[str, np.ndarray]], config: ClassifierConfig
+) -> FramesDataset:
+    """``dataset`` plus ``episodes`` (each a dict of per-step arrays of the classifier's cameras
+    and state keys, the frames after its steps), every frame of them labelled failure and kept
+    in training (:attr:`FramesDataset.train_only`): a person's "that was no success".
+
+    Raises:
+        ValueError: an episode lacks a camera or state key of ``dataset``, or holds no frame.
+    """
+    cameras, keys = tuple(dataset.frames), tuple(dataset.state_shapes)
+    frames = {c: [dataset.frames[c]] for c in cameras}
+    state, episode = [dataset.state], [dataset.episode]
+    first = int(dataset.episode.max()) + 1 if len(dataset) else 0
+    for i, ep in enumerate(episodes):
+        missing = [k for k in (*cameras, *config.state_keys) if k not in ep]
+        n = len(ep[cameras[0]]) if cameras[0] in ep else 0
+        if missing or n == 0:
+            raise ValueError(f"a failed episode to add lacks {missing or 'frames'}: it needs "
+                             f"{[*cameras, *config.state_keys]}")  # fmt: skip
+        for cam in cameras:
+            check_frames(cam, ep[cam])
+            frames[cam].append(resize(np.asarray(ep[cam]), config.image_size))
+        state.append(_flat_state(ep, keys, n))
+        episode.append(np.full(n, first + i, dataset.episode.dtype))
+    added = sum(len(e) for e in episode[1:])
+    pinned = np.zeros(len(dataset), bool) if dataset.train_only is None else dataset.train_only
+    return dataclasses.replace(
+        dataset, frames={c: np.concatenate(parts) for c, parts in frames.items()},
+        state=np.concatenate(state), label=np.concatenate([dataset.label, np.zeros(added, bool)]),
+        episode=np.concatenate(episode), train_only=np.concatenate([pinned, np.ones(added, bool)]),
+    )  # fmt: skip
 
 
 def frames_dataset(
@@ -268,11 +305,15 @@ def split_by_episode(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Frame indices (train, validation), whole episodes apart: ``val_fraction`` of the
     episodes with a success frame and of those without are held out (at least one of each
-    group that has two)."""
+    group that has two); episodes pinned to training (``train_only``) never are."""
     train, val = [], []
     positive = np.zeros(dataset.episode.max() + 1, bool)
     positive[dataset.episode[dataset.label]] = True
     present = np.unique(dataset.episode)
+    if dataset.train_only is not None:  # pinned to training: split the others as before
+        pinned = np.unique(dataset.episode[dataset.train_only])
+        train.extend(pinned.tolist())
+        present = np.setdiff1d(present, pinned)
     for group, group_seed in ((present[positive[present]], seed), (present[~positive[present]],
                                                                       seed + 1)):  # fmt: skip
         tr, va = split_episodes(len(group), val_fraction, group_seed)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import jax.numpy as jnp
 import numpy as np
 
 from handrail.learners.agents.classifier import SuccessClassifier
@@ -69,6 +70,8 @@ class ClassifierReward(gym.Wrapper):
         classifier: the loaded classifier.
         success_key: info key of the task's own success (scored against, never rewarded).
         keep_cameras: leave the cameras in the observation (a pixel learner reads them).
+        keep_false_positives: keep each episode's frames (the classifier's keys) while it runs;
+            a false positive's are then :attr:`false_positive` until taken (a correction).
 
     Raises:
         ValueError: the env's observations lack the classifier's cameras or state keys.
@@ -76,7 +79,7 @@ class ClassifierReward(gym.Wrapper):
 
     def __init__(
         self, env: gym.Env, classifier: SuccessClassifier, *, success_key: str = "success",
-        keep_cameras: bool = False,
+        keep_cameras: bool = False, keep_false_positives: bool = False,
     ) -> None:  # fmt: skip
         super().__init__(env)
         space = env.observation_space
@@ -95,6 +98,21 @@ class ClassifierReward(gym.Wrapper):
             {k: s for k, s in space.spaces.items() if k not in self._drop}
         )
         self._task_success: bool | None = None
+        self._keep = keep_false_positives
+        self._episode: list[dict[str, np.ndarray]] = []
+        self.false_positive: dict[str, np.ndarray] | None = None
+        """The latest false positive's frames (per key, one row per step), until taken."""
+
+    def use(self, classifier: SuccessClassifier) -> None:
+        """Score from now on with ``classifier`` (a retrained one: the same cameras and keys)."""
+        if (classifier.cameras, classifier.state_keys) != (
+            self.classifier.cameras,
+            self.classifier.state_keys,
+        ):
+            raise ValueError(f"the new classifier reads {classifier.cameras} "
+                             f"{classifier.state_keys}, the env's {self.classifier.cameras} "
+                             f"{self.classifier.state_keys}")  # fmt: skip
+        self.classifier = classifier
 
     def _strip(self, obs: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in obs.items() if k not in self._drop}
@@ -103,6 +121,7 @@ class ClassifierReward(gym.Wrapper):
         """Reset the env; the episode's scores start afresh."""
         obs, info = self.env.reset(**kwargs)
         self._task_success = None
+        self._episode = []
         return self._strip(obs), info
 
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
@@ -114,8 +133,15 @@ class ClassifierReward(gym.Wrapper):
             self._task_success = bool(self._task_success) or bool(info[self.success_key])
         info = {**info, CLASSIFIER_P_KEY: p, CLASSIFIER_SUCCESS_KEY: fired}
         terminated = bool(terminated) or fired
+        if self._keep:
+            keys = (*self.classifier.cameras, *self.classifier.state_keys)
+            self._episode.append({k: np.array(obs[k]) for k in keys})
         if terminated or truncated:
             self._score(fired)
+            if self._keep and fired and self._task_success is False:
+                self.false_positive = {k: np.stack([o[k] for o in self._episode])
+                                       for k in self._episode[0]}  # fmt: skip
+            self._episode = []
         return self._strip(obs), float(fired), terminated, bool(truncated), info
 
     def _score(self, fired: bool) -> None:
@@ -152,3 +178,39 @@ def relabel_rewards(data: Any, classifier: SuccessClassifier) -> Any:
         data, reward=fired.astype(np.float32), terminated=fired,
         truncated=np.asarray(data.truncated, bool) & ~fired,
     )  # fmt: skip
+
+
+def relabel_replay(layout: Any, state: Any, classifier: SuccessClassifier) -> tuple[Any, int]:
+    """A replay (``ReplayLayout``, ``ReplayState``) with every stored transition's reward and
+    end given anew by ``classifier`` on its next observation, as :func:`relabel_rewards` does
+    for recorded episodes; returns it and how many transitions changed.
+
+    Raises:
+        ValueError: the replay does not keep the classifier's cameras (a learner that reads
+            none of them, or other ones), or it reads state keys (the replay keeps the state
+            flattened).
+    """
+    stored = {f.name for f in layout.fields}
+    missing = [c for c in classifier.cameras if c not in stored]
+    if missing or classifier.state_keys:
+        raise ValueError(
+            f"the replay keeps {sorted(stored)}; relabelling it needs the classifier's cameras "
+            f"{list(classifier.cameras)} in it and no state keys (this one reads "
+            f"{list(classifier.state_keys)})"
+        )
+    nxt = np.asarray(state.next)
+    live = np.zeros(layout.total, bool)
+    for s in range(len(layout.segments)):
+        off = layout.offset(s)
+        live[off : off + int(state.size[s])] = True
+    rows = np.flatnonzero(live & (nxt >= 0))
+    reward = np.array(state.reward)
+    terminated = np.array(state.terminated)
+    fired = np.zeros(len(rows), bool)
+    for i in range(0, len(rows), 2048):
+        at = nxt[rows[i : i + 2048]]
+        frames = {c: np.asarray(state.data[c][at]) for c in classifier.cameras}
+        fired[i : i + 2048] = classifier.probability(frames) >= classifier.threshold
+    changed = int(np.sum(terminated[rows] != fired))
+    reward[rows], terminated[rows] = fired.astype(np.float32), fired
+    return state.replace(reward=jnp.asarray(reward), terminated=jnp.asarray(terminated)), changed

@@ -345,8 +345,8 @@ def _kill_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         event()
         return step(self)
 
-    def killable_save(trainer: Any, recorder: Any, folder: Path) -> None:
-        save(trainer, recorder, folder)
+    def killable_save(trainer: Any, recorder: Any, folder: Path, **kwargs: Any) -> None:
+        save(trainer, recorder, folder, **kwargs)
         event()  # every file written, the checkpoint not switched to yet
 
     def close_as_killed(self: EpisodeRecorder) -> None:

@@ -182,3 +182,24 @@ def test_fire_timing_counts_no_untouched_fire_on_a_task_without_movable_objects(
         policy=lambda obs: np.zeros(4, np.float32), env_kwargs=["episode_steps=5"]))  # fmt: skip
     timing = fire_timing(BenchVisionConfig(task="reach", out=tmp_path), tmp_path, episodes=1)
     assert timing["fired_untouched"] == 0 and timing["never"]["classifier"] == 0
+
+
+def test_the_classifier_rows_pass_the_corrections_and_the_table_says_when_they_came(
+    tmp_path: Path,
+) -> None:
+    cfg = BenchVisionConfig(rows=("e2e_classifier", "classifier"), seeds=(0,), corrections=6,
+                            correct_every=500, out=tmp_path)  # fmt: skip
+    for run in plan(cfg, {"classifier": CLASSIFIER}):
+        at = run.argv.index("--corrections.episodes")
+        assert run.argv[at : at + 4] == ("--corrections.episodes", "6", "--corrections.every",
+                                         "500")  # fmt: skip
+    plain = plan(BenchVisionConfig(rows=("e2e_classifier",), seeds=(0,), out=tmp_path),
+                 {"classifier": CLASSIFIER})  # fmt: skip
+    assert "--corrections.episodes" not in plain[0].argv
+    made = [{"env_steps": 2, "corrections": 1}, {"env_steps": 1500, "corrections": 2}]
+    row = {**_row("e2e_classifier", 0, 0.96), "steps_to_goal": None, "min_after": None,
+           "classifier": {"ended": 5, "episodes": 9, "false_positives": 1,
+                          "false_negatives": 0, "corrections": made},
+           "timing": {"gap_steps": {}, "episodes": 30}}  # fmt: skip
+    assert any(line.endswith("5/9 ended, 1 FP, 0 FN, 2 corrected at 2/1500 |")
+               for line in table([row], {"classifier": CLASSIFIER}))  # fmt: skip

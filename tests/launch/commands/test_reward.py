@@ -129,3 +129,77 @@ def test_bad_reward_inputs_get_one_line(
     assert cli.main(["reward", "train", "--demos", str(no_camera), "--out",
                      str(tmp_path / "c")]) == 2  # fmt: skip
     assert "has no camera field" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_corrections_retrain_the_classifier_relabel_the_replay_and_survive_a_resume(
+    classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A classifier that fires on every frame: each episode is a false positive by the task's
+    success (the simulated person), two are corrected, every stored reward is relabelled."""
+    import shutil
+
+    from handrail.learners.agents.classifier import SuccessClassifier
+
+    store, trained = classifier
+    clf = tmp_path / "eager"
+    shutil.copytree(trained, clf)
+    meta = json.loads((clf / "classifier.json").read_text())
+    (clf / "classifier.json").write_text(json.dumps({**meta, "threshold": 1e-9}))
+    run = tmp_path / "run"
+    argv = ["train", "--task", "reach", "--demos", str(store), "--pixels",
+            "--reward", f"classifier:{clf}", "--steps", "120", "--eval-every", "120",
+            "--eval-episodes", "1", "--run-dir", str(run), "--no-progress",
+            "--env-kwargs", "episode_steps=30", "--loop.warmup-steps", "100",
+            "--sac.hidden-dims", "32", "32", "--sac.batch-size", "32", "--sac.utd", "1",
+            "--sac.image-channels", "8", "--sac.image-strides", "2", "--sac.image-kernels", "3",
+            "--sac.image-features", "8", "--corrections.episodes", "2",
+            "--corrections.every", "40"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "correction 1 of 2 at 1 env steps" in err and "correction 2 of 2 at 4" in err
+    stats = json.loads((run / "reward_classifier.json").read_text())
+    made = stats["corrections"]
+    assert [c["corrections"] for c in made] == [1, 2] and made[1]["env_steps"] - 1 >= 40
+    assert made[0]["relabelled"] > 0  # every stored transition had fired before
+    corrected = SuccessClassifier(run / "reward_classifier")
+    assert corrected.threshold == stats["threshold"] > 1e-3
+    assert corrected.meta["extra"]["corrected_from"] == str(clf)
+    assert corrected.meta["counts"]["train_episodes"] == meta["counts"]["train_episodes"] + 2
+    saved = run / "checkpoints" / "latest" / "reward_classifier"
+    assert {p.name for p in saved.iterdir()} >= {"corrections.npz", "classifier.json"}
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len([r for r in records if r["kind"] == "reward_correction"]) == 2
+    # The budget is spent: a resume continues the counts with the corrected classifier.
+    assert cli.main([*argv, "--resume", str(run), "--steps", "200"]) == 0
+    err = capsys.readouterr().err
+    assert "correction 3" not in err and "the classifier fired on" in err
+    resumed = json.loads((run / "reward_classifier.json").read_text())
+    assert resumed["episodes"] > stats["episodes"] and len(resumed["corrections"]) == 2
+    assert resumed["threshold"] == stats["threshold"]
+
+
+def test_bad_correction_inputs_get_one_line(
+    classifier: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    _, trained = classifier
+    base = ["train", "--task", "reach", "--steps", "10", "--run-dir", str(tmp_path / "r"),
+            "--no-progress", "--corrections.episodes", "2"]  # fmt: skip
+    assert cli.main(base) == 2
+    assert "corrects a learned reward: give --reward classifier:PATH" in capsys.readouterr().err
+    assert cli.main([*base, "--reward", f"classifier:{trained}", "--learner", "sb3"]) == 2
+    assert "needs --learner jax" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # checked while tyro parses: the same line
+        cli.main([*base, "--reward", f"classifier:{trained}", "--corrections.every", "0"])
+    assert exit_.value.code == 2 and "--corrections.every >= 1" in capsys.readouterr().err
+    moved = tmp_path / "moved"  # its training stores are named; one is gone
+    shutil.copytree(trained, moved)
+    meta = json.loads((moved / "classifier.json").read_text())
+    meta["extra"]["demos"] = [str(tmp_path / "gone")]
+    (moved / "classifier.json").write_text(json.dumps(meta))
+    assert cli.main([*base, "--reward", f"classifier:{moved}"]) == 2
+    err = capsys.readouterr().err
+    assert "the stores" in err and "a correction retrains on them" in err
+    assert not (tmp_path / "r").exists()  # checked before the run folder is made

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from handrail.demos import FieldSpec, create_store, open_store
 from handrail.demos.labels import labels_from_success
+from handrail.learners import replay
 from handrail.learners.agents import classifier as clf_mod
 from handrail.learners.agents.classifier import (
     ClassifierConfig,
@@ -23,9 +25,15 @@ from handrail.learners.agents.classifier import (
     save_classifier,
     split_by_episode,
     train_classifier,
+    with_failed_episodes,
 )
-from handrail.learners.agents.learned_reward import ClassifierReward, relabel_rewards
+from handrail.learners.agents.learned_reward import (
+    ClassifierReward,
+    relabel_replay,
+    relabel_rewards,
+)
 from handrail.learners.images import random_shift, resize
+from handrail.learners.replay import ReplayField, ReplayLayout, Rows
 
 SIZE = 16
 TINY = ClassifierConfig(image_size=SIZE, channels=(8, 8), strides=(2, 2), features=8,
@@ -239,3 +247,78 @@ def test_demonstrations_are_relabelled_by_the_classifier(trained: Trained) -> No
     assert relabelled.reward[ends].tolist() == successful.astype(float).tolist()
     assert relabelled.terminated.sum() == successful.sum() and relabelled.reward.sum() == 8
     assert not relabelled.truncated[ends[successful]].any()
+
+
+def test_corrections_are_failures_kept_in_training_and_the_split_stays(trained: Trained) -> None:
+    rng = np.random.default_rng(3)
+
+    def fooled(n: int) -> dict[str, np.ndarray]:
+        """The square high up, 3 pixels left of where success puts it."""
+        return {"front": np.stack([np.roll(frame(True, rng), -3, axis=1) for _ in range(n)])}
+
+    before = SuccessClassifier(trained.path)
+    assert (before.probability(fooled(8)) >= before.threshold).all()  # taken for success
+    more = with_failed_episodes(trained.dataset, [fooled(6) for _ in range(3)], TINY)
+    n = len(trained.dataset)
+    assert len(more) == n + 18 and not more.label[n:].any()
+    assert more.train_only is not None and more.train_only[n:].all()
+    assert not more.train_only[:n].any()
+    train, val = split_by_episode(more, TINY.val_fraction, TINY.seed)
+    before_train, before_val = split_by_episode(trained.dataset, TINY.val_fraction, TINY.seed)
+    assert val.tolist() == before_val.tolist()  # the threshold's episodes are the same
+    assert sorted(train.tolist()) == sorted([*before_train.tolist(), *range(n, n + 18)])
+    # A classifier retrained with them no longer takes such frames for success; success stays.
+    config = dataclasses.replace(TINY, steps=200)
+    result = train_classifier(more, config)
+    corrected = SuccessClassifier(
+        save_classifier(trained.path.parent / "corrected", result, config, more)
+    )
+    assert not (corrected.probability(fooled(8)) >= corrected.threshold).any()
+    assert corrected.detect({"front": frame(True, rng)})
+    with pytest.raises(ValueError, match=r"lacks \['front'\]"):
+        with_failed_episodes(trained.dataset, [{"wrist": fooled(2)["front"]}], TINY)
+
+
+def test_the_env_keeps_a_false_positive_episode_for_a_correction(trained: Trained) -> None:
+    clf = SuccessClassifier(trained.path)
+    liar = ClassifierReward(Toy(lie_at=2), clf, keep_false_positives=True)
+    liar.reset()
+    liar.step(np.ones(1))
+    assert liar.step(np.ones(1))[2] is True and liar.false_positive is not None
+    assert liar.false_positive["front"].shape == (2, SIZE, SIZE, 3)  # the frames after 2 steps
+    honest = ClassifierReward(Toy(), clf, keep_false_positives=True)
+    honest.reset()
+    while not honest.step(np.ones(1))[2]:
+        pass
+    assert honest.false_positive is None and honest.stats.true_positives == 1
+    with pytest.raises(ValueError, match=r"reads \('wrist',\)"):
+        fake = type("Fake", (), {"cameras": ("wrist",), "state_keys": ()})()
+        honest.use(fake)
+
+
+def test_a_replay_is_relabelled_by_the_classifier_on_each_next_frame(trained: Trained) -> None:
+    clf = SuccessClassifier(trained.path)
+    layout = ReplayLayout((ReplayField("obs", (1,), "float32"),
+                           ReplayField("front", (SIZE, SIZE, 3), "uint8"),
+                           ReplayField("action", (1,), "float32", "step")),
+                          (("online", 16),))  # fmt: skip
+    rng = np.random.default_rng(5)
+    shown = [False, False, True, False, False, True]  # the frame of each row
+    final = [False, False, False, False, False, True]  # one episode, its final row last
+    k = len(shown)
+    rows = Rows(
+        data={"obs": np.zeros((k, 1), np.float32),
+              "front": np.stack([frame(s, rng) for s in shown]),
+              "action": np.zeros((k, 1), np.float32)},
+        reward=np.ones(k, np.float32), terminated=np.ones(k, bool), final=np.array(final),
+        first=np.eye(k, dtype=bool)[0], actor=np.zeros(k, np.int32), valid=np.ones(k, bool),
+    )  # fmt: skip
+    state = replay.insert(layout, replay.init(layout), 0, rows)
+    state, changed = relabel_replay(layout, state, clf)
+    # Row t's transition leads to row t + 1's frame; the final row is not a transition.
+    assert np.asarray(state.reward)[:5].tolist() == [0.0, 1.0, 0.0, 0.0, 1.0]
+    assert np.asarray(state.terminated)[:5].tolist() == [False, True, False, False, True]
+    assert changed == 3 and float(state.reward[5]) == 1.0  # untouched: not a transition
+    bare = ReplayLayout((ReplayField("obs", (1,), "float32"),), (("online", 4),))
+    with pytest.raises(ValueError, match=r"needs the classifier's cameras \['front'\]"):
+        relabel_replay(bare, replay.init(bare), clf)
