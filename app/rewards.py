@@ -285,15 +285,18 @@ class Corrections:
                                                                   data, extra=extra))  # fmt: skip
         clf = SuccessClassifier(live)
         self.env.use(clf)
-        changed = 0
+        changed = [0]
         if self.relabels:
-            learner = self.trainer.learner
-            with learner.lock:
-                learner.replay, changed = relabel_replay(learner.layout, learner.replay, clf)
+
+            def relabel(layout: Any, replay: Any) -> Any:
+                replay, changed[0] = relabel_replay(layout, replay, clf)
+                return replay
+
+            self.trainer.edit_replay(relabel)
         v = result.validation
         return {"env_steps": env_steps, "corrections": len(self.episodes),
                 "threshold": result.threshold, "precision": v["precision"],
-                "recall": v["recall"], "relabelled": changed}  # fmt: skip
+                "recall": v["recall"], "relabelled": changed[0]}  # fmt: skip
 
     def _original(self, current: Any) -> Any:
         """The classifier the run was given (a corrected one names it)."""

@@ -27,7 +27,7 @@ import functools
 import os
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +178,14 @@ class Trainer:
             out += self.step()
         return out
 
+    def edit_replay(self, edit: Callable[[ReplayLayout, ReplayState], ReplayState]) -> None:
+        """Replace the replay by ``edit(layout, replay)`` once every step taken is in it (a
+        learned reward's relabelling)."""
+        learner = self.learner
+        with learner.lock:
+            learner.flush()
+            learner.replay = edit(learner.layout, learner.replay)
+
     # -- save / resume ------------------------------------------------------------------------
     def counters(self) -> dict[str, Any]:
         """Everything besides the agent state and the replay that a resume needs."""
@@ -273,6 +281,13 @@ class AsyncTrainer(Trainer):
             raise RuntimeError(f"the learner thread failed: {self._error!r}") from self._error
         stats = self.actor.step()
         return [] if stats is None else [stats]
+
+    def edit_replay(self, edit: Callable[[ReplayLayout, ReplayState], ReplayState]) -> None:
+        """As the fused trainer's, with the queued steps inserted first (the learner paused)."""
+        with self.learner.lock:
+            while not self._inbox.queue.empty():
+                self.learner.add(self._inbox.queue.get_nowait())
+            super().edit_replay(edit)
 
     def save_into(self, path: Path) -> None:
         """Drain the queue, pause the learner and save (between episodes)."""

@@ -201,6 +201,27 @@ def test_async_steps_reach_the_learner_only_through_its_queue(tmp_path: Path, sa
         trainer.close()
 
 
+@pytest.mark.parametrize("kind", [Trainer, AsyncTrainer])
+def test_a_replay_edit_sees_every_step_taken(sac: SAC, kind: type) -> None:
+    """A relabelling (the learned reward's corrections) edits the replay with every step the
+    actor took in it: the asynchronous learner's queue is drained first."""
+    trainer = kind(_pendulum(), sac, LoopConfig(warmup_steps=1000, buffer_capacity=64), seed=0)
+    try:
+        trainer.run(20)  # two episodes of 10: 20 transitions and 2 final rows
+        seen = {}
+
+        def edit(layout, state):
+            seen["rows"] = int(state.size[layout.segment("online")])
+            return state.replace(reward=state.reward + 1.0)
+
+        trainer.edit_replay(edit)
+        assert seen["rows"] == 22 and trainer.learner.pending_steps == 0
+        assert float(trainer.learner.replay.reward[0]) != 0.0
+    finally:
+        if isinstance(trainer, AsyncTrainer):
+            trainer.close()
+
+
 def test_nonfinite_updates_stop_the_run() -> None:
     class NanReward(gym.Wrapper):
         def step(self, action):
