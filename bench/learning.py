@@ -188,8 +188,21 @@ def _child(spec: dict[str, Any]) -> None:
 
             shutil.rmtree(folder)
         train(parse_args(spec["argv"]))
+    if stopped_short(folder, spec.get("steps")):  # a Ctrl-C: the next bench goes on with it
+        print(f"{folder} stopped before its {spec['steps']} env steps: no final evaluation; "
+              "the same bench command resumes it", flush=True)  # fmt: skip
+        return
     result = _final_eval(folder, spec["final_episodes"])
     (folder / "final.json").write_text(json.dumps(result))
+
+
+def stopped_short(folder: Path, steps: int | None) -> bool:
+    """Whether a handrail run's latest checkpoint holds fewer env steps than it was to train
+    (stopped by Ctrl-C); a peer's run (no such checkpoint) never is."""
+    counters = folder / "checkpoints" / "latest" / "trainer.json"
+    if steps is None or not counters.is_file():
+        return False
+    return int(json.loads(counters.read_text())["actor"]["env_steps"]) < steps
 
 
 def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
@@ -237,7 +250,7 @@ def _start(run: Run, cpu: int, final_episodes: int) -> subprocess.Popen[bytes]:
     """One run in a child process pinned to ``cpu``; its output goes to ``<run>.log``."""
     run.folder.parent.mkdir(parents=True, exist_ok=True)
     spec = {"cpu": cpu, "folder": str(run.folder), "argv": list(run.argv),
-            "final_episodes": final_episodes}  # fmt: skip
+            "final_episodes": final_episodes, "steps": run.steps}  # fmt: skip
     with open(run.folder.parent / f"{run.folder.name}.log", "wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "handrail.bench.learning", json.dumps(spec)],

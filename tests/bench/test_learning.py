@@ -4,6 +4,7 @@ the tables, and one tiny end-to-end run through the pinned child process."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,35 @@ def test_a_run_a_stopped_bench_left_resumes_from_its_checkpoint(tmp_path: Path) 
     assert run.done and evals() == [200, 400, 600]  # the first evaluation kept, once
     assert (folder / "metrics.jsonl").read_text().startswith(before)  # not a fresh run's
     assert "resuming" in (tmp_path / "run.log").read_text()
+
+
+def test_a_run_stopped_short_by_ctrl_c_is_not_finished_so_the_bench_resumes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A bench stopped with Ctrl-C let each run save a checkpoint and then evaluated it as if
+    # it had finished: final.json written, the next bench skipped it, the run never resumed.
+    from handrail.launch.commands import train as train_cmd
+    from handrail.launch.commands.train import parse_args, train
+
+    folder = tmp_path / "run"
+    argv = ["--task", "gymnasium.envs.classic_control:Pendulum-v1", "--steps", "200",
+            "--eval-every", "200", "--eval-episodes", "1", "--run-dir", str(folder),
+            "--no-progress"]  # fmt: skip
+    assert train(parse_args(argv)) == 0  # 200 env steps in its latest checkpoint
+    assert bench.stopped_short(folder, 600) and not bench.stopped_short(folder, 200)
+    assert not bench.stopped_short(tmp_path / "peer", 600)  # no handrail checkpoint
+    monkeypatch.setattr(train_cmd, "train", lambda cfg: 0)  # the resume, stopped at once
+    cpus = os.sched_getaffinity(0)
+    spec = {"cpu": min(cpus), "folder": str(folder), "argv": argv, "final_episodes": 1,
+            "steps": 600}  # fmt: skip
+    try:  # the child pins its process to one CPU: this one's is given back after
+        bench._child(spec)
+        assert not (folder / "final.json").exists()
+        assert "stopped before its 600 env steps" in capsys.readouterr().out
+        bench._child({**spec, "steps": 200})  # finished: evaluated
+        assert (folder / "final.json").is_file()
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 def test_a_failed_run_is_named_under_the_bench_that_ran_it(
