@@ -34,8 +34,8 @@ from handrail.learners.distributed.protocol import DistConfig
 from handrail.learners.learner import LoopConfig
 
 __all__ = ["LAYERS", "CorrectionConfig", "Settings", "TrainConfig", "bc_preset",
-           "check_task_options", "default_run_dir", "format_env_kwargs", "parse_env_kwargs", "preset", "resolve",
-           "settings_of"]  # fmt: skip
+           "check_task_options", "default_run_dir", "format_env_kwargs", "parse_env_kwargs",
+           "preset", "resolve", "settings_of"]  # fmt: skip
 
 
 @dataclass(frozen=True)

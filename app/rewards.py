@@ -195,13 +195,15 @@ class Corrections:
         self.episodes: list[dict[str, np.ndarray]] = []
         self.records: list[dict[str, Any]] = []
         self._dataset: Any = None
+        self._original: Any = None
         self._labelled: list[tuple[Any, Any, str]] = []
         self.relabels = self._warned = False
         if self.env is not None and self.limit:
-            self._labelled = self._stores(self._original(self.env.classifier))  # checked now
-            fields = {f.name for f in trainer.learner.layout.fields}
-            clf = self.env.classifier
-            self.relabels = set(clf.cameras) <= fields and not clf.state_keys
+            from handrail.learners.agents.learned_reward import can_relabel
+
+            self._original = _original(self.env.classifier)
+            self._labelled = self._stores(self._original)  # checked before the run starts
+            self.relabels = can_relabel(trainer.learner.layout, self.env.classifier)
             if not self.relabels:
                 print("handrail train: reward: the replay keeps none of the classifier's frames "
                       "(or it reads state keys): a corrected classifier rewards the steps after "
@@ -232,13 +234,12 @@ class Corrections:
               f"{record['precision']:.3f} recall {record['recall']:.3f}; "
               f"{record['relabelled']} stored transitions changed", file=sys.stderr)  # fmt: skip
 
-    def _training_frames(self, original: Any) -> Any:
+    def _training_frames(self) -> Any:
         """The frames the run's first classifier was trained on (read once)."""
         from handrail.learners.agents.classifier import frames_dataset
 
         if self._dataset is None:
-            self._dataset = frames_dataset(self._labelled or self._stores(original),
-                                           original.config)  # fmt: skip
+            self._dataset = frames_dataset(self._labelled, self._original.config)
         return self._dataset
 
     @staticmethod
@@ -273,10 +274,8 @@ class Corrections:
         from handrail.learners.agents.learned_reward import relabel_replay
         from handrail.learners.checkpoint import write_checkpoint_dir
 
-        current = self.env.classifier
-        original = self._original(current)
-        data = with_failed_episodes(self._training_frames(original), self.episodes,
-                                    original.config)  # fmt: skip
+        original = self._original
+        data = with_failed_episodes(self._training_frames(), self.episodes, original.config)
         result = train_classifier(data, original.config)
         extra = {**(original.meta.get("extra") or {}), "corrected_from": str(original.path),
                  "corrections": len(self.episodes)}  # fmt: skip
@@ -297,13 +296,6 @@ class Corrections:
         return {"env_steps": env_steps, "corrections": len(self.episodes),
                 "threshold": result.threshold, "precision": v["precision"],
                 "recall": v["recall"], "relabelled": changed[0]}  # fmt: skip
-
-    def _original(self, current: Any) -> Any:
-        """The classifier the run was given (a corrected one names it)."""
-        from handrail.learners.agents.classifier import SuccessClassifier
-
-        source = (current.meta.get("extra") or {}).get("corrected_from")
-        return current if source is None else SuccessClassifier(source)
 
     def save_into(self, folder: Path) -> None:
         """Into a checkpoint folder: the counts, and the corrected classifier with its
@@ -347,6 +339,14 @@ class Corrections:
             live = self.run_path / CHECKPOINT_DIR
             write_checkpoint_dir(live, lambda folder: _copy_classifier(saved, folder))
             self.env.use(SuccessClassifier(live))
+
+
+def _original(current: Any) -> Any:
+    """The classifier a run was given (a corrected one names it)."""
+    from handrail.learners.agents.classifier import SuccessClassifier
+
+    source = (current.meta.get("extra") or {}).get("corrected_from")
+    return current if source is None else SuccessClassifier(source)
 
 
 def _copy_classifier(source: Path, folder: Path) -> None:

@@ -476,8 +476,8 @@ def _classifier_table(rows: list[dict[str, Any]], prepared: dict[str, Any]) -> l
               "the task's first success (episodes): " + ", ".join(
                   f"{g:+d}: {gaps[g]}" for g in sorted(gaps))]  # fmt: skip
     if all("fired_untouched" in r["timing"] for r in rows):
-        lines += ["", "Episodes whose first fire came before the task's movable objects had moved 1 cm "
-                  "(per run): " + ", ".join(
+        lines += ["", "Episodes whose first fire came before the task's movable objects had "
+                  "moved 1 cm (per run): " + ", ".join(
                       f"seed {r['seed']} ({_LABELS[r['learner']]}): "
                       f"{r['timing']['fired_untouched']} of {r['timing']['episodes']}"
                       for r in rows)]  # fmt: skip

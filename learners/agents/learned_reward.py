@@ -180,6 +180,14 @@ def relabel_rewards(data: Any, classifier: SuccessClassifier) -> Any:
     )  # fmt: skip
 
 
+def can_relabel(layout: Any, classifier: SuccessClassifier) -> bool:
+    """Whether :func:`relabel_replay` can score a replay of ``layout``: it keeps every camera
+    the classifier reads, and the classifier reads no state key (the replay keeps the state
+    flattened)."""
+    stored = {f.name for f in layout.fields}
+    return set(classifier.cameras) <= stored and not classifier.state_keys
+
+
 def relabel_replay(layout: Any, state: Any, classifier: SuccessClassifier) -> tuple[Any, int]:
     """A replay (``ReplayLayout``, ``ReplayState``) with every stored transition's reward and
     end given anew by ``classifier`` on its next observation, as :func:`relabel_rewards` does
@@ -190,11 +198,10 @@ def relabel_replay(layout: Any, state: Any, classifier: SuccessClassifier) -> tu
             none of them, or other ones), or it reads state keys (the replay keeps the state
             flattened).
     """
-    stored = {f.name for f in layout.fields}
-    missing = [c for c in classifier.cameras if c not in stored]
-    if missing or classifier.state_keys:
+    if not can_relabel(layout, classifier):
         raise ValueError(
-            f"the replay keeps {sorted(stored)}; relabelling it needs the classifier's cameras "
+            f"the replay keeps {sorted(f.name for f in layout.fields)}; relabelling it needs "
+            "the classifier's cameras "
             f"{list(classifier.cameras)} in it and no state keys (this one reads "
             f"{list(classifier.state_keys)})"
         )
