@@ -170,7 +170,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
             trainer = _make_trainer(cfg, env, demos, specs)
         # A resume loads its checkpoint before anything changes (the store, the run folder).
         if trainer is not None:  # what the learned reward did, and its corrections
-            corrections = rewards.Corrections(cfg, env, trainer, run_path)
+            corrections = rewards.corrections(cfg, env, trainer, run_path)
             if cfg.resume is not None:
                 kept = load_latest(trainer, run_path)
                 corrections.restore(run_path / "checkpoints" / "latest")
@@ -374,7 +374,7 @@ def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any, recorder
     monitor = _jax_monitor(cfg, eval_env, run, trainer, trainer.sac, save_latest)
     try:
         after = None if corrections is None else functools.partial(corrections.after_episode,
-                                                                    run=run)  # fmt: skip
+                                                                    log=run.log)  # fmt: skip
         _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none",
                   after_episode=after)  # fmt: skip
     finally:

@@ -340,8 +340,8 @@ def fire_timing(cfg: BenchVisionConfig, folder: Path, episodes: int) -> dict[str
     early while the cube rises. The classifier is the run's last (corrected) one, if it made
     corrections."""
     from handrail.app.envs import make_env, parse_env_kwargs
-    from handrail.app.rewards import CHECKPOINT_DIR
     from handrail.learners.agents.classifier import SuccessClassifier
+    from handrail.learners.agents.corrections import CHECKPOINT_DIR
     from handrail.learners.policies import load_run_policy
 
     corrected = folder / CHECKPOINT_DIR

@@ -80,6 +80,10 @@ PARAMETERS: dict[str, Any] = {
     "ray_address": "",
     "cameras": [],
     "image_size": 128,
+    "reward": "task",
+    "verdict_timeout_s": 5.0,
+    "corrections": 0,
+    "corrections_every": 1000,
 }
 """Parameters (hw/INTERFACES.md). ``store`` "" records nothing; ``episodes`` 0 runs until stopped;
 ``learner`` "local" trains asynchronously beside the actor (``hw.robot_learner``; then
@@ -145,6 +149,27 @@ class RosHuman:
                 return Decision(self._action[0].copy(), ActedBy.HUMAN, events)
         return Decision(np.asarray(policy_action, np.float32), ActedBy.POLICY, events)
 
+    def verdict(self, timeout_s: float, env: RosArmEnv) -> bool:
+        """The person's word on an episode a success classifier just ended: ``failure`` within
+        ``timeout_s`` says the task did not succeed (False); ``success``, or nothing, accepts it.
+
+        The arm holds where it is meanwhile (and the safety node's watchdog holds it too)."""
+        env.hold()
+        env.node.get_logger().info(
+            f"the success classifier ended the episode: press failure within {timeout_s:g} s "
+            "if the task did not succeed"
+        )
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            with self._lock:
+                said = [e for e in self._events if e in (TeleopEvent.SUCCESS, TeleopEvent.FAILURE)]
+                self._events.clear()
+            if said:
+                return said[-1] is TeleopEvent.SUCCESS
+            check_context(env.node.context, "the person's verdict")
+            time.sleep(0.02)
+        return True
+
     def wait_ready(self) -> None:
         """The reset node waits for the operator; nothing to do here."""
 
@@ -201,8 +226,11 @@ class _LocalLearner:
         return stats[0] if stats else None
 
     def episode_ended(self) -> dict[str, Any]:
-        self.learner.episode_ended()
-        return {"updates": int(self.learner.trainer.learner.updates)}
+        correction = self.learner.episode_ended()
+        line: dict[str, Any] = {"updates": int(self.learner.trainer.learner.updates)}
+        if correction is not None:
+            line["correction"] = correction
+        return line
 
     def close(self) -> None:
         self.learner.close()
@@ -314,6 +342,47 @@ def _compile(service: ActorService, space: Any, address: str, timeout_s: float =
     service.policy(_example_obs(space))
 
 
+def _with_reward(p: dict[str, Any], ros_env: RosArmEnv, human: RosHuman) -> Any:
+    """``ros_env`` with the reward of the ``reward`` parameter: the task's (itself), or a
+    success classifier's (``classifier:PATH``), which ends episodes where it fires and asks the
+    person for a verdict on each (``verdict_timeout_s`` > 0). The cameras stay in the
+    observation (the store records them; the state learner leaves them out).
+
+    Raises:
+        ValueError: the parameter, the classifier or the corrections are unusable (one line).
+    """
+    spec, corrections = str(p["reward"]), int(p["corrections"])
+    if corrections < 0 or int(p["corrections_every"]) < 1:
+        raise ValueError("corrections must be >= 0 and corrections_every >= 1")
+    if spec == "task":
+        if corrections:
+            raise ValueError("corrections:=N corrects a success classifier: give reward:=classifier:PATH "
+                             "(a handrail reward train output), or leave corrections at 0")  # fmt: skip
+        return ros_env
+    if not spec.startswith("classifier:"):
+        raise ValueError(f"reward must be task or classifier:PATH; got {spec!r}")
+    from handrail.learners.agents.classifier import SuccessClassifier
+    from handrail.learners.agents.learned_reward import ClassifierReward
+
+    try:
+        classifier = SuccessClassifier(spec.removeprefix("classifier:"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"reward:={spec}: {exc}") from exc
+    missing = [c for c in classifier.cameras if c not in ros_env.config.cameras]
+    if missing:
+        raise ValueError(f"reward:={spec}: the classifier reads the cameras {list(classifier.cameras)}; "
+                         f"add {missing} to the cameras parameter")  # fmt: skip
+    timeout = float(p["verdict_timeout_s"])
+    if corrections and timeout <= 0:
+        raise ValueError("corrections:=N needs a person's verdict: set verdict_timeout_s > 0")
+    verdict = (lambda: human.verdict(timeout, ros_env)) if timeout > 0 else None
+    try:
+        return ClassifierReward(ros_env, classifier, keep_cameras=True,
+                                keep_false_positives=corrections > 0, verdict=verdict)  # fmt: skip
+    except ValueError as exc:
+        raise ValueError(f"reward:={spec}: {exc}") from exc
+
+
 def _actor(
     p: dict[str, Any], ros_env: RosArmEnv, human: RosHuman, sinks: list[Any]
 ) -> _NoLearner | _LocalLearner | _RayLearner:
@@ -327,11 +396,20 @@ def _actor(
             raise ValueError(
                 "learner:=local needs learner_config (a handrail train run's config.json) and run_dir"
             )
-        env = InterventionEnv(ros_env, human)
+        env = InterventionEnv(_with_reward(p, ros_env, human), human)
+        log = ros_env.node.get_logger()
         learner = RobotLearner(env, str(p["learner_config"]), str(p["run_dir"]), seed=int(p["seed"]),
                                demos=str(p["demos"]), sinks=sinks, save_every=int(p["save_every"]),
-                               ignore_obs_keys=ros_env.config.cameras)  # fmt: skip
+                               ignore_obs_keys=ros_env.config.cameras,
+                               corrections=int(p["corrections"]),
+                               corrections_every=int(p["corrections_every"]),
+                               say=lambda text: log.info(f"reward: {text}"))  # fmt: skip
         return _LocalLearner(learner)
+    if p["reward"] != "task" or int(p["corrections"]):
+        raise ValueError(
+            f"reward:={p['reward']} and corrections:={p['corrections']}: a success classifier's "
+            "reward and its corrections are learned beside the arm: they need learner:=local"
+        )
     if p["learner"] == "ray":
         return _join_ray(p, InterventionEnv(ros_env, human), sinks, ros_env.node)
     if p["learner"] != "none":

@@ -12,18 +12,25 @@ come from a Zarr store and fill half of every batch.
 The learner's checkpoints go to ``<run_dir>/checkpoints/latest`` (the layout of ``handrail train``,
 so ``handrail eval`` and ``policy:=<run_dir>`` read them), after every ``save_every`` episodes and
 at shutdown.
+
+On a learned success classifier's reward (the env wrapped in
+:class:`~handrail.learners.agents.learned_reward.ClassifierReward`), up to ``corrections`` of the
+episodes the person says it ended wrongly retrain it between episodes
+(:class:`~handrail.learners.agents.corrections.Corrections`); the counts, the corrected
+classifier and the corrections go into every checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from handrail.learners.agents.corrections import Corrections
 from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import write_checkpoint_dir
 from handrail.learners.learner import LoopConfig
@@ -78,6 +85,13 @@ class RobotLearner:
         save_every: episodes between checkpoints.
         ignore_obs_keys: observation keys the learner does not see besides the config's
             (camera images: the learner is state-based).
+        corrections: at most this many classifier corrections (0: none).
+        corrections_every: at least this many env steps between two.
+        say: prints a line of what the corrections do (the node's logger).
+
+    Raises:
+        ValueError: the config, the demos or the classifier's training stores are unusable
+            (naming which).
     """
 
     def __init__(
@@ -91,6 +105,9 @@ class RobotLearner:
         sinks: Sequence[Any] = (),
         save_every: int = 10,
         ignore_obs_keys: Sequence[str] = (),
+        corrections: int = 0,
+        corrections_every: int = 1000,
+        say: Callable[[str], None] = print,
     ) -> None:
         sac_config, loop, ignored = load_train_config(config_path)
         ignored += tuple(k for k in ignore_obs_keys if k not in ignored)
@@ -104,6 +121,9 @@ class RobotLearner:
         self.trainer.learner.compile()
         self.trainer.policy(_example_obs(env.observation_space))
         self.run_dir = Path(run_dir)
+        self.corrections = Corrections(env, self.trainer, self.run_dir, episodes=corrections,
+                                       every=corrections_every, say=say,
+                                       option="corrections")  # fmt: skip
         self.save_every = max(1, save_every)
         self.episodes = 0
 
@@ -112,15 +132,23 @@ class RobotLearner:
         """The trainer's actor (it acts with the newest params)."""
         return self.trainer.actor
 
-    def episode_ended(self) -> None:
-        """Count an episode; save a checkpoint every ``save_every``."""
+    def episode_ended(self) -> dict[str, Any] | None:
+        """Count an episode, take a classifier correction if one is due (its record is
+        returned), and save a checkpoint every ``save_every``."""
         self.episodes += 1
+        record = self.corrections.after_episode(self.trainer.env_steps)
         if self.episodes % self.save_every == 0:
             self.save()
+        return record
 
     def save(self) -> Path:
         """Write ``run_dir/checkpoints/latest`` (between episodes only)."""
-        return write_checkpoint_dir(self.run_dir / "checkpoints" / "latest", self.trainer.save_into)
+
+        def save_into(folder: Path) -> None:
+            self.trainer.save_into(folder)
+            self.corrections.save_into(folder)
+
+        return write_checkpoint_dir(self.run_dir / "checkpoints" / "latest", save_into)
 
     def close(self) -> None:
         """Save and stop the learner thread."""

@@ -20,9 +20,9 @@ from typing import Annotated, Any
 
 import tyro
 
-from handrail.app.rewards import labelled_stores
 from handrail.launch.commands.common import plot_losses, write_folder
 from handrail.learners.agents.classifier import ClassifierConfig
+from handrail.learners.agents.corrections import labelled_stores
 
 
 @dataclass(frozen=True)

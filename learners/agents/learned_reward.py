@@ -6,7 +6,8 @@ elsewhere, and the episode ends there (SERL's rule). The cameras are then droppe
 observation unless the learner reads them. Where the env still reports its own success (the
 simulator, or a person), each episode is scored against it: a *false positive* is an episode
 the classifier ended that the task says failed, a *false negative* one the task says succeeded
-without the classifier firing.
+without the classifier firing. On a robot the person watching gives that success where it matters
+(``verdict``): asked after each episode the classifier ended, their word is the task's.
 
 :func:`relabel_rewards` gives recorded episodes (demonstrations) the same reward and ends, so
 the offline half of every batch agrees with what the classifier says online.
@@ -15,7 +16,7 @@ the offline half of every batch agrees with what the classifier says online.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,8 @@ class ClassifierReward(gym.Wrapper):
         keep_cameras: leave the cameras in the observation (a pixel learner reads them).
         keep_false_positives: keep each episode's frames (the classifier's keys) while it runs;
             a false positive's are then :attr:`false_positive` until taken (a correction).
+        verdict: asked after each episode the classifier ended: whether the task succeeded
+            (a person's word on a robot; None: no answer, the env's success flag stands).
 
     Raises:
         ValueError: the env's observations lack the classifier's cameras or state keys.
@@ -80,6 +83,7 @@ class ClassifierReward(gym.Wrapper):
     def __init__(
         self, env: gym.Env, classifier: SuccessClassifier, *, success_key: str = "success",
         keep_cameras: bool = False, keep_false_positives: bool = False,
+        verdict: Callable[[], bool | None] | None = None,
     ) -> None:  # fmt: skip
         super().__init__(env)
         space = env.observation_space
@@ -99,6 +103,7 @@ class ClassifierReward(gym.Wrapper):
         )
         self._task_success: bool | None = None
         self._keep = keep_false_positives
+        self.verdict = verdict
         self._episode: list[dict[str, np.ndarray]] = []
         self.false_positive: dict[str, np.ndarray] | None = None
         """The latest false positive's frames (per key, one row per step), until taken."""
@@ -136,6 +141,11 @@ class ClassifierReward(gym.Wrapper):
         if self._keep:
             keys = (*self.classifier.cameras, *self.classifier.state_keys)
             self._episode.append({k: np.array(obs[k]) for k in keys})
+        if fired and self.verdict is not None:
+            said = self.verdict()
+            if said is not None:
+                self._task_success = said
+                info[self.success_key] = said
         if terminated or truncated:
             self._score(fired)
             if self._keep and fired and self._task_success is False:

@@ -341,3 +341,122 @@ print(json.dumps({{"status": status, "code": code, "episodes": data.num_episodes
     )
     assert out["code"] == 0 and out["episodes"] == 2 and len(out["status"]) == 2
     assert out["front"][1:] == [16, 16, 3] and out["dtype"] == "uint8" and out["moving"]
+
+
+@pytest.fixture(scope="module")
+def eager_classifier(tmp_path_factory):
+    """A tiny classifier of reach's front camera (16x16), trained by handrail reward train on
+    recorded episodes, with its threshold at ~0: it fires on every frame. (classifier, meta)"""
+    import json
+    import shutil
+
+    from handrail.launch import cli
+
+    tmp_path = tmp_path_factory.mktemp("classifier")
+    store, trained, clf = tmp_path / "demos", tmp_path / "trained", tmp_path / "eager"
+    assert cli.main(["record", "--task", "reach", "--episodes", "6", "--cameras", "front",
+                     "--image-size", "16", "--env-kwargs", "terminate_on_success=false",
+                     "episode_steps=30", "--out", str(store)]) == 0  # fmt: skip
+    assert cli.main(["label", str(store), "--from", "reward"]) == 0
+    assert cli.main(["reward", "train", "--demos", str(store), "--out", str(trained),
+                     "--no-progress", "--classifier.image-size", "16",
+                     "--classifier.channels", "8", "8", "--classifier.strides", "2", "2",
+                     "--classifier.features", "8", "--classifier.steps", "100",
+                     "--classifier.eval-every", "50"]) == 0  # fmt: skip
+    shutil.copytree(trained, clf)
+    meta = json.loads((clf / "classifier.json").read_text())
+    (clf / "classifier.json").write_text(json.dumps({**meta, "threshold": 1e-9}))
+    return clf, meta
+
+
+@pytest.mark.slow
+def test_a_persons_no_on_an_episode_the_classifier_ended_retrains_it_on_the_arm(
+    ros, tmp_path, eager_classifier
+):
+    # actor_node learns on a success classifier's reward (reward:=classifier:PATH) from the
+    # arm's camera topic, asks the person after each episode the classifier ends, and a
+    # `failure` on human/events makes it a false positive: the classifier is retrained between
+    # episodes (corrections:=1) and the checkpoint keeps the correction.
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from handrail.launch import cli
+    from handrail.learners.agents.sac import SACConfig
+    from handrail.learners.learner import LoopConfig
+
+    clf, meta = eager_classifier  # every episode ends at its first step
+    config = tmp_path / "config.json"
+    sac = SACConfig(hidden_dims=(32, 32), batch_size=32, utd=1)
+    loop = LoopConfig(warmup_steps=10, buffer_capacity=1000, intervention_capacity=100)
+    config.write_text(json.dumps({"sac": sac.to_json(), "loop": dataclasses.asdict(loop)}))
+    params = tmp_path / "params.yaml"
+    stock = Path(cli.__file__).parent / "ros" / "sim_robot.yaml"
+    text = stock.read_text()
+    for name in ("sim_robot", "actor_node"):  # the arm's camera, read by the actor
+        text = text.replace(f"/**/{name}:\n  ros__parameters:\n",
+                            f"/**/{name}:\n  ros__parameters:\n    cameras: [front]\n"
+                            "    image_size: 16\n")  # fmt: skip
+    params.write_text(text)
+    run = tmp_path / "run"
+    out = ros(
+        PRELUDE
+        + rf'''
+say = node.create_publisher(String, "human/events", COMMAND)
+stack = launch("params:={params}", "task:=reach", "actor:=false")
+proc = subprocess.Popen([sys.executable, "-m", "handrail.hw.actor_node", "--ros-args",
+                         "--params-file", "{params}", "-p", "task:=reach", "-p", "max_obs_age_s:=1.0",
+                         "-p", "first_obs_timeout_s:=60.0", "-p", "learner:=local",
+                         "-p", "learner_config:={config}", "-p", "run_dir:={run}", "-p", "episodes:=3",
+                         "-p", "reward:=classifier:{clf}", "-p", "corrections:=1",
+                         "-p", "corrections_every:=1", "-p", "verdict_timeout_s:=2.0"])
+# The person says "not a success" now and then: a word in a verdict's window is taken.
+end = time.monotonic() + 400
+while proc.poll() is None and time.monotonic() < end:
+    say.publish(String(data="failure"))
+    spin(0.5)
+code = proc.wait(10)
+spin(1.0)
+stop(stack)
+latest = Path("{run}/checkpoints/latest/reward_classifier")
+print(json.dumps({{"code": code, "status": status,
+                   "saved": sorted(p.name for p in latest.iterdir()),
+                   "state": json.loads((latest / "reward_state.json").read_text()),
+                   "live": json.loads(Path("{run}/reward_classifier/classifier.json").read_text())}}))
+''',
+        timeout_s=500,
+    )
+    assert out["code"] == 0 and len(out["status"]) == 3, out["status"]
+    made = [s["correction"] for s in out["status"] if "correction" in s]
+    assert len(made) == 1 and made[0]["corrections"] == 1 and made[0]["threshold"] > 1e-3
+    assert {"corrections.npz", "classifier.json", "reward_state.json"} <= set(out["saved"])
+    stats = out["state"]["stats"]
+    assert (
+        stats["ended"] == 3 and stats["false_positives"] >= 1 and len(out["state"]["records"]) == 1
+    )
+    assert out["live"]["extra"]["corrected_from"] == str(clf)
+    assert out["live"]["counts"]["train_episodes"] == meta["counts"]["train_episodes"] + 1
+
+
+def test_bad_reward_parameters_of_the_actor_get_one_line(eager_classifier):
+    from types import SimpleNamespace
+
+    from handrail.hw.actor_node import PARAMETERS, _with_reward
+
+    clf, _ = eager_classifier
+    arm = SimpleNamespace(config=SimpleNamespace(cameras=()))
+
+    def error(**given):
+        with pytest.raises(ValueError) as caught:
+            _with_reward({**PARAMETERS, **given}, arm, None)
+        return str(caught.value)
+
+    assert _with_reward(dict(PARAMETERS), arm, None) is arm  # the task's own reward
+    assert "give reward:=classifier:PATH" in error(corrections=2)
+    assert "must be task or classifier:PATH" in error(reward="success")
+    assert "corrections_every >= 1" in error(corrections_every=0)
+    assert "reward:=classifier:/nowhere:" in error(reward="classifier:/nowhere")
+    assert "add ['front'] to the cameras parameter" in error(reward=f"classifier:{clf}")
+    arm.config.cameras = ("front",)
+    assert "set verdict_timeout_s > 0" in error(reward=f"classifier:{clf}", corrections=1,
+                                                 verdict_timeout_s=0.0)  # fmt: skip

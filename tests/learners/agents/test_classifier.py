@@ -296,6 +296,36 @@ def test_the_env_keeps_a_false_positive_episode_for_a_correction(trained: Traine
         honest.use(fake)
 
 
+def test_a_persons_verdict_on_an_ended_episode_is_the_tasks_success(trained: Trained) -> None:
+    # On a robot the person watching judges the episodes the classifier ends: their word wins
+    # over the env's own flag, and no word (None) leaves the flag standing.
+    clf = SuccessClassifier(trained.path)
+    asked: list[int] = []
+
+    def run(env: ClassifierReward) -> dict:
+        env.reset()
+        while True:
+            *_, terminated, truncated, info = env.step(np.ones(1))
+            if terminated or truncated:
+                return info
+
+    def verdict(word: bool | None):
+        return lambda: asked.append(1) or word
+
+    no = ClassifierReward(Toy(), clf, keep_false_positives=True, verdict=verdict(False))
+    assert run(no)["success"] is False and no.stats.false_positives == 1
+    assert no.false_positive is not None and len(asked) == 1  # asked once, at the fire
+    yes = ClassifierReward(Toy(lie_at=2), clf, keep_false_positives=True, verdict=verdict(True))
+    assert run(yes)["success"] is True and yes.stats.true_positives == 1
+    assert yes.false_positive is None
+    silent = ClassifierReward(Toy(lie_at=2), clf, keep_false_positives=True,
+                              verdict=verdict(None))  # fmt: skip
+    assert run(silent)["success"] is False and silent.stats.false_positives == 1
+    unasked = ClassifierReward(Toy(hide=True), clf, verdict=verdict(False))
+    run(unasked)  # the classifier never fires: nobody is asked
+    assert len(asked) == 3 and unasked.stats.false_negatives == 1
+
+
 def test_a_replay_is_relabelled_by_the_classifier_on_each_next_frame(trained: Trained) -> None:
     clf = SuccessClassifier(trained.path)
     layout = ReplayLayout((ReplayField("obs", (1,), "float32"),
