@@ -29,6 +29,7 @@ from typing import Any
 from handrail.app.config import Settings, TrainConfig
 from handrail.learners.distributed import ray_link
 from handrail.learners.distributed.ray_link import LEARNER_NAME
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, actor_seed_offset, run_seed
 
 
 @contextmanager
@@ -110,7 +111,7 @@ def train_distributed(cfg: TrainConfig, settings: Settings | None, run_path: Pat
             actors = {
                 f"actor-{i}": ray_link.start_env_actor(
                     f"actor-{i}", make, sac, cfg.dist, LEARNER_NAME,
-                    seed=cfg.seed + 1_000_000 * (i + 1), success_key=cfg.success_key,
+                    seed=run_seed(cfg.seed, actor_seed_offset(i)), success_key=cfg.success_key,
                     warmup_steps=cfg.loop.warmup_steps // max(cfg.actors, 1),
                     resume_steps=cfg.steps)
                 for i in range(cfg.actors)
@@ -118,7 +119,7 @@ def train_distributed(cfg: TrainConfig, settings: Settings | None, run_path: Pat
             evaler = ray_link.start_eval_actor(
                 functools.partial(make_env, cfg.task, render_mode="rgb_array" if cfg.video else None,
                                   **cfg.env),
-                sac, seed=cfg.seed + 10_000, success_key=cfg.success_key)  # fmt: skip
+                sac, seed=run_seed(cfg.seed, EVAL_SEED_OFFSET), success_key=cfg.success_key)  # fmt: skip
             last = _drive(cfg, run, learner, actors, evaler)
             ray.get(learner.close.remote())  # its update thread stops before its process
             for handle in [*actors.values(), evaler, learner]:

@@ -14,6 +14,7 @@ from typing import Any
 from handrail.app.config import TrainConfig
 from handrail.app.envs import HANDRAIL_TASKS, make_env
 from handrail.demos import EpisodeData
+from handrail.learners.evaluation import DEMO_SEED_OFFSET, run_seed
 
 
 def expert_episodes(task: str, count: int, seed: int, **overrides: Any) -> EpisodeData:
@@ -65,7 +66,9 @@ def load_demos(
     from handrail.learners.demo_data import check_fields
 
     if cfg.expert_demos:
-        data = expert_episodes(cfg.task, cfg.expert_demos, cfg.seed + 1_000_000, **cfg.env)
+        data = expert_episodes(
+            cfg.task, cfg.expert_demos, run_seed(cfg.seed, DEMO_SEED_OFFSET), **cfg.env
+        )
         if transform is not None:
             data = transform(data)
     elif cfg.demos is not None:

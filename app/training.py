@@ -45,6 +45,7 @@ from handrail.app.runs import (
 )
 from handrail.app.train_demos import load_demos
 from handrail.learners.checkpoint import CheckpointError, read_json
+from handrail.learners.evaluation import run_seed
 
 _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 """Options that may change when a run is resumed (the rest come from its config.json)."""
@@ -176,7 +177,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
                 corrections.restore(run_path / "checkpoints" / "latest")
                 _resume_wrappers(env, trainer.env_steps)
                 if cfg.record is not None:  # the episodes after the checkpoint are taken again
-                    resume_recording(cfg.record, kept, cfg.seed + trainer.episodes,
+                    resume_recording(cfg.record, kept, run_seed(cfg.seed) + trainer.episodes,
                                      person=cfg.human != "none")  # fmt: skip
         recorded = recorded_env.observation_space
         if camera_tap is not None:
@@ -397,7 +398,7 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
     """The RunMonitor that evaluates the deterministic policy and saves checkpoints."""
     from handrail.learners.actor import LearnedPolicy
     from handrail.learners.checkpoint import save_checkpoint, write_checkpoint_dir
-    from handrail.learners.evaluation import EVAL_SEED_OFFSET, env_fps, evaluate
+    from handrail.learners.evaluation import EVAL_SEED_OFFSET, env_fps, evaluate, run_seed
     from handrail.learners.monitor import RunMonitor
 
     make = functools.partial(sac.make_policy, deterministic=True)
@@ -405,7 +406,8 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
 
     def run_eval(_: int) -> Any:
         rewards.log_stats(trainer.actor.env, run, trainer.env_steps)
-        return evaluate(eval_env, policy, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET,
+        return evaluate(eval_env, policy, cfg.eval_episodes,
+                        run_seed(cfg.seed, EVAL_SEED_OFFSET),
                         video=cfg.video, success_key=cfg.success_key)  # fmt: skip
 
     def save_best() -> None:

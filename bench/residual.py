@@ -41,7 +41,7 @@ from handrail.bench.learning import (
     summarize_run,
     sustained_at,
 )
-from handrail.learners.evaluation import EVAL_SEED_OFFSET
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, run_seed
 
 RESIDUAL: Final = "residual"
 SAC: Final = "sac"
@@ -139,15 +139,21 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             {"base_success": base_success(task, spec, cfg.final_episodes, FINAL_SEED),
              "base_episodes": cfg.final_episodes}))  # fmt: skip
     info = json.loads(base_file.read_text())
-    # "seed/episodes" -> the base on the evaluation episodes of that seed's runs
+    # "first seed/episodes" -> the base on those evaluation episodes (a run of seed s evaluates
+    # from run_seed(s, EVAL_SEED_OFFSET); keyed by it, a table measured on other streams is
+    # never reused)
     on_evals = info.setdefault("base_on_evals", {})
-    missing = [s for s in cfg.seeds if f"{s}/{cfg.eval_episodes}" not in on_evals]
+
+    def key(seed: int) -> str:
+        return f"from {run_seed(seed, EVAL_SEED_OFFSET)}/{cfg.eval_episodes}"
+
+    missing = [s for s in cfg.seeds if key(s) not in on_evals]
     for seed in missing:
-        on_evals[f"{seed}/{cfg.eval_episodes}"] = base_success(task, spec, cfg.eval_episodes,
-                                                               seed + EVAL_SEED_OFFSET)  # fmt: skip
+        on_evals[key(seed)] = base_success(task, spec, cfg.eval_episodes,
+                                           run_seed(seed, EVAL_SEED_OFFSET))  # fmt: skip
     if missing:
         base_file.write_text(json.dumps(info))
-    this = {str(s): on_evals[f"{s}/{cfg.eval_episodes}"] for s in cfg.seeds}
+    this = {str(s): on_evals[key(s)] for s in cfg.seeds}
     return {"store": store, "base": spec, **info, "base_on_evals": this}
 
 

@@ -101,10 +101,36 @@ class EvalResult:
         return text + f"return {self.mean_return:.2f}, length {self.mean_length:.1f}"
 
 
+RUN_SEED_SPREAD = 100_000_000
+"""How far apart the episode seeds of runs with consecutive seeds lie: a run of seed s resets
+its envs with seeds from ``s * RUN_SEED_SPREAD`` on (modulo 2**32), so runs of seeds 0, 1 and 2
+never share an initial state, a demonstration or an evaluation episode. (Until 2026-11-29 a run
+of seed s started at s: seed 1's episodes were seed 0's shifted by one, 19 of its 20 demos
+seed 0's; seed 0's episodes are the same as then.)"""
 EVAL_SEED_OFFSET = 10_000
-"""A training run of seed s evaluates on the episodes of seeds s + 10,000 onwards, the same ones
-at every evaluation (``handrail train``, ``--learner sb3``; ``bench residual`` runs the base on
-them)."""
+"""Within a run's seeds: the evaluation episodes, the same ones at every evaluation
+(``handrail train``, ``--learner sb3``; ``bench residual`` runs the base on them)."""
+DEMO_SEED_OFFSET = 1_000_000
+"""Within a run's seeds: the scripted demonstrations (``--expert-demos``)."""
+
+
+def actor_seed_offset(actor: int) -> int:
+    """Within a run's seeds: the episodes of env actor ``actor`` (``--actors N``), 1,000,000
+    seeds each, after the demonstrations'."""
+    return DEMO_SEED_OFFSET * (actor + 2)
+
+
+def run_seed(seed: int, offset: int = 0) -> int:
+    """The first episode seed of a run of ``seed`` for one of its streams (``offset``: 0 for its
+    training episodes, :data:`EVAL_SEED_OFFSET`, :data:`DEMO_SEED_OFFSET`,
+    :func:`actor_seed_offset`); episode ``i`` of the stream is reset with this plus ``i``.
+
+    Raises:
+        ValueError: ``seed`` or ``offset`` is negative.
+    """
+    if seed < 0 or offset < 0:
+        raise ValueError(f"seeds are non-negative integers; got seed {seed}, offset {offset}")
+    return (seed * RUN_SEED_SPREAD + offset) % 2**32
 
 
 def evaluate(

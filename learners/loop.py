@@ -40,6 +40,7 @@ from handrail.learners import replay, replay_io
 from handrail.learners.actor import Actor, EpisodeStats, LearnedPolicy, policy_key
 from handrail.learners.agents.sac import SAC, SACState
 from handrail.learners.checkpoint import load_checkpoint, read_json
+from handrail.learners.evaluation import run_seed
 from handrail.learners.learner import REPLAY_FILE, Learner, LoopConfig, update_block
 from handrail.learners.replay import Mixture, ReplayLayout, ReplayState, Rows
 from handrail.learners.specs import ActionSpec
@@ -104,7 +105,7 @@ class Trainer:
         self.sac, self.config, self.seed = sac, config, seed
         self.learner = Learner(sac, config, seed=seed, demos=demos)
         self.policy = make_learned_policy(sac, self.learner, seed)
-        self.actor = Actor(env, self._next_action, seed=seed,
+        self.actor = Actor(env, self._next_action, seed=run_seed(seed),
                            sinks=[self._learner_sink(), *sinks],
                            warmup_steps=config.warmup_steps, success_key=success_key)  # fmt: skip
         if sac.residual:  # warm up around the base policy, not uniformly at random

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from handrail.control.step import EpisodeTally, step_success
-from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, env_fps, evaluate
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, env_fps, evaluate, run_seed
 from handrail.learners.monitor import RunMonitor
 from handrail.learners.runlog import RunDir
 from handrail.learners.specs import ActionSpec, ObsSpec
@@ -310,7 +310,7 @@ def _evaluator(
 
     def run_eval(_: int) -> EvalResult:
         return evaluate(eval_env, _predictor(model, obs_spec), settings.eval_episodes,
-                        settings.seed + EVAL_SEED_OFFSET, video=settings.video,
+                        run_seed(settings.seed, EVAL_SEED_OFFSET), video=settings.video,
                         success_key=settings.success_key)  # fmt: skip
 
     return run_eval

@@ -195,12 +195,13 @@ def bc(cmd: BCCommand) -> int:
                                    "train_episodes": len(result.train_episodes),
                                    "val_episodes": len(result.val_episodes)}  # fmt: skip
         if cmd.eval_episodes:
-            from handrail.learners.evaluation import evaluate
+            from handrail.learners.evaluation import EVAL_SEED_OFFSET, evaluate, run_seed
             from handrail.learners.policies import load_run_policy
 
             policy = load_run_policy(run.best_dir).policy
             eval_env = make_env(task, **env_settings)
-            result_eval = evaluate(eval_env, policy, cmd.eval_episodes, cmd.seed + 10_000,
+            result_eval = evaluate(eval_env, policy, cmd.eval_episodes,
+                                   run_seed(cmd.seed, EVAL_SEED_OFFSET),
                                    success_key=cmd.success_key)  # fmt: skip
             eval_env.close()
             summary["eval"] = result_eval.as_dict()

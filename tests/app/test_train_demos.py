@@ -30,6 +30,22 @@ def test_expert_demos_load_like_a_store() -> None:
     assert len(transitions.reward) == data.num_steps
 
 
+def test_runs_of_other_seeds_share_no_demonstration() -> None:
+    """Seed s's scripted demos start at its own demo seeds: seed 1's were once seed 0's
+    shifted by one episode (19 of 20 shared)."""
+    from handrail.app.config import TrainConfig
+    from handrail.learners.evaluation import DEMO_SEED_OFFSET, run_seed
+
+    seeds = {}
+    for seed in (0, 1):
+        cfg = TrainConfig(task="reach", expert_demos=2, seed=seed)
+        data = train_demos.load_demos(cfg, make_env("reach"), None, None)
+        seeds[seed] = [r.seed for r in data.records]
+    assert seeds[0] == [1_000_000, 1_000_001]  # seed 0's, as before
+    assert seeds[1] == [run_seed(1, DEMO_SEED_OFFSET), run_seed(1, DEMO_SEED_OFFSET) + 1]
+    assert not set(seeds[0]) & set(seeds[1])
+
+
 def test_a_demo_store_holding_nan_stops_train_before_the_run_folder(
     tmp_path: Path, nan_demo_store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -221,18 +221,20 @@ def test_a_resume_never_drops_another_runs_episodes_from_the_store(
     """Run A records into S, run B appends its own episodes to S, then A is resumed: the
     episodes after A's checkpoint are not A's, so nothing is dropped and it says why."""
     from handrail.demos import open_store
+    from handrail.learners.evaluation import run_seed
 
     store = tmp_path / "shared"
     assert training.train(tiny(tmp_path / "a", steps=40, record=store)) == 0
     assert training.train(tiny(tmp_path / "b", steps=40, seed=7, record=store)) == 0
     line = _one_line(capsys, ["train", "--resume", str(tmp_path / "a"), "--steps", "80"])
+    b = run_seed(7)  # seed 7's episodes: far from seed 0's
     assert (
         "after the 2 episodes it held at the checkpoint it holds 2 that this run did not "
-        "record (seeds [7, 8]"
+        f"record (seeds [{b}, {b + 1}]"
         in line
         and "Nothing was dropped" in line
     )
-    assert [r.seed for r in open_store(store).episodes] == [0, 1, 7, 8]
+    assert [r.seed for r in open_store(store).episodes] == [0, 1, b, b + 1]
 
 
 def test_a_checkpoint_without_the_stores_count_resumes_and_says_so(

@@ -9,6 +9,7 @@ from pathlib import Path
 from handrail.app.config import bc_preset, preset
 from handrail.bench import residual as res
 from handrail.bench.learning import Run
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, run_seed
 
 BASES = {
     "pick_cube": {
@@ -84,15 +85,17 @@ def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     monkeypatch.setattr(res, "base_success", fake)
     cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0, 2), out=tmp_path)
     info = res.prepare_base(cfg, "pick_cube")
-    # the final evaluation's episodes, then each seed's: handrail train evaluates seed s from s +
-    # 10,000 on
-    assert calls == [(100, res.FINAL_SEED), (50, 10_000), (50, 10_002)]
+    # the final evaluation's episodes, then each seed's: handrail train evaluates seed s from
+    # run_seed(s, 10,000) on (seed 0: 10,000; seed 2: its own stream, far from seed 0's)
+    two = run_seed(2, EVAL_SEED_OFFSET)
+    assert calls == [(100, res.FINAL_SEED), (50, 10_000), (50, two)] and two > 10_000 + 50
     assert info["base_on_evals"] == {"0": 0.5, "2": 0.5}  # by seed, for the table
     res.prepare_base(cfg, "pick_cube")  # kept in base.json: not measured again
     assert len(calls) == 3
-    # base.json keeps each seed's number per episode count: other evaluations are measured anew
+    # base.json keeps the number per first episode seed and episode count: other evaluations
+    # (or a table measured on other streams) are measured anew
     saved = json.loads((folder / "base.json").read_text())["base_on_evals"]
-    assert saved == {"0/50": 0.5, "2/50": 0.5}
+    assert saved == {"from 10000/50": 0.5, f"from {two}/50": 0.5}
     res.prepare_base(res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0,), out=tmp_path,
                                              eval_episodes=20), "pick_cube")  # fmt: skip
     assert calls[3:] == [(20, 10_000)]

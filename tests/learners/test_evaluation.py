@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -112,3 +113,25 @@ def test_env_fps_is_the_control_rate_then_render_fps_then_the_default() -> None:
     assert env_fps(gym.wrappers.TimeLimit(TenHz(), max_episode_steps=3)) == pytest.approx(10.0)
     assert env_fps(gym.wrappers.TimeLimit(Rendered(), max_episode_steps=3)) == 25.0
     assert env_fps(CoinEnv()) == DEFAULT_VIDEO_FPS
+
+
+def test_the_seed_streams_of_runs_and_of_one_run_never_overlap() -> None:
+    from handrail.learners.evaluation import (
+        DEMO_SEED_OFFSET,
+        EVAL_SEED_OFFSET,
+        RUN_SEED_SPREAD,
+        actor_seed_offset,
+        run_seed,
+    )
+
+    streams = [0, EVAL_SEED_OFFSET, DEMO_SEED_OFFSET, *(actor_seed_offset(k) for k in range(16))]
+    assert streams == sorted(streams) and actor_seed_offset(15) < RUN_SEED_SPREAD
+    # Each stream has room for its episodes before the next one starts (10,000 training
+    # episodes, 1,000,000 of each actor), in every run; seed 0's seeds are the ones before.
+    assert [run_seed(0, s) for s in streams[:3]] == [0, 10_000, 1_000_000]
+    ranges = [(run_seed(seed, s), run_seed(seed, s) + 10_000) for seed in range(5) for s in streams]
+    ranges.sort()
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
+    assert max(run_seed(seed, s) for seed in range(100) for s in streams) < 2**32
+    with pytest.raises(ValueError, match="non-negative"):
+        run_seed(-1)

@@ -14,6 +14,7 @@ import pytest
 from handrail.learners.actor import Actor
 from handrail.learners.agents.sac import SAC, SACConfig
 from handrail.learners.checkpoint import write_checkpoint_dir
+from handrail.learners.evaluation import run_seed
 from handrail.learners.learner import Learner, LoopConfig
 from handrail.learners.loop import AsyncTrainer, Trainer, make_learned_policy
 from handrail.learners.replay import Rows
@@ -70,7 +71,8 @@ def test_fused_path_equals_actor_plus_learner(sac: SAC) -> None:
     fused.run(35)
     learner = Learner(sac, loop, seed=3, demos=_demo_rows())
     actions = Actions()
-    actor = Actor(_pendulum(), make_learned_policy(sac, learner, 3), seed=3,
+    # the trainer's episodes come from the run's training stream of env seeds
+    actor = Actor(_pendulum(), make_learned_policy(sac, learner, 3), seed=run_seed(3),
                   sinks=[learner, actions], warmup_steps=5)  # fmt: skip
     for _ in range(35):
         actor.step()
