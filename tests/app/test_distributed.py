@@ -49,8 +49,10 @@ def test_two_actors_train_reach_as_local_training_does_though_actor_and_learner_
     # Ray's processes share a compilation cache: the learner Ray restarts loads its update step
     # instead of compiling it again while the actors wait (this process's JAX is already set up).
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax_cache"))
+    # The first evaluation comes after both kills (the learner dies past 1,200 steps): with
+    # each actor on its own episodes, 1,000 steps were once enough to stop before it.
     config = preset("reach", actors=2, run_dir=tmp_path / "run", stop_at_success=0.9,
-                    progress=False, steps=8_000, seed=0, eval_every=1_000, eval_episodes=20,
+                    progress=False, steps=8_000, seed=0, eval_every=2_000, eval_episodes=20,
                     dist=DistConfig(checkpoint_every=500))  # fmt: skip
     killed: list[str] = []
     events_path = tmp_path / "run" / "events.jsonl"
