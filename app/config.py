@@ -29,6 +29,7 @@ from handrail.app.presets import (
     TASK_PRESETS,
     Layer,
 )
+from handrail.learners.agents.learned_reward import CLASSIFIER_PREFIX
 from handrail.learners.agents.sac import SACConfig
 from handrail.learners.distributed.protocol import DistConfig
 from handrail.learners.learner import LoopConfig
@@ -173,7 +174,8 @@ class TrainConfig:
         if self.human != "none" and self.learner != "jax":
             bad.append(f"--human {self.human} needs --learner jax (peers take no interventions)")
         if self.reward != "task" and not (
-            self.reward.startswith("classifier:") and self.reward.removeprefix("classifier:")
+            self.reward.startswith(CLASSIFIER_PREFIX)
+            and self.reward.removeprefix(CLASSIFIER_PREFIX)
         ):
             bad.append(f"--reward {self.reward!r}: give task, or classifier:PATH (a folder "
                        "written by handrail reward train)")  # fmt: skip

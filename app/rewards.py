@@ -18,9 +18,8 @@ from typing import Any
 from handrail.app.config import TrainConfig
 from handrail.app.envs import HANDRAIL_TASKS, with_cameras
 from handrail.learners.agents.corrections import CHECKPOINT_DIR, Corrections, classifier_env
+from handrail.learners.agents.learned_reward import CLASSIFIER_PREFIX
 
-CLASSIFIER_PREFIX = "classifier:"
-"""``--reward classifier:PATH``."""
 STATS_FILE = "reward_classifier.json"
 """The run folder's record of what the classifier did (episodes ended, false positives...)."""
 

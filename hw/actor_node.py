@@ -359,13 +359,13 @@ def _with_reward(p: dict[str, Any], ros_env: RosArmEnv, human: RosHuman) -> Any:
             raise ValueError("corrections:=N corrects a success classifier: give reward:=classifier:PATH "
                              "(a handrail reward train output), or leave corrections at 0")  # fmt: skip
         return ros_env
-    if not spec.startswith("classifier:"):
-        raise ValueError(f"reward must be task or classifier:PATH; got {spec!r}")
     from handrail.learners.agents.classifier import SuccessClassifier
-    from handrail.learners.agents.learned_reward import ClassifierReward
+    from handrail.learners.agents.learned_reward import CLASSIFIER_PREFIX, ClassifierReward
 
+    if not spec.startswith(CLASSIFIER_PREFIX):
+        raise ValueError(f"reward must be task or classifier:PATH; got {spec!r}")
     try:
-        classifier = SuccessClassifier(spec.removeprefix("classifier:"))
+        classifier = SuccessClassifier(spec.removeprefix(CLASSIFIER_PREFIX))
     except (OSError, ValueError) as exc:
         raise ValueError(f"reward:={spec}: {exc}") from exc
     missing = [c for c in classifier.cameras if c not in ros_env.config.cameras]

@@ -26,6 +26,9 @@ import numpy as np
 
 from handrail.learners.agents.classifier import SuccessClassifier
 
+CLASSIFIER_PREFIX = "classifier:"
+"""How a reward names a success classifier: ``classifier:PATH`` (``handrail train --reward``,
+``actor_node``'s ``reward``)."""
 CLASSIFIER_P_KEY = "classifier_p"
 """Info key: the classifier's success probability for the step's new observation."""
 CLASSIFIER_SUCCESS_KEY = "classifier_success"
