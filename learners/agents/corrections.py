@@ -56,11 +56,12 @@ def labelled_stores(paths: Sequence[Path], last: int) -> list[tuple[Any, Any, st
         try:
             reader = open_store(path)
             require_finite(reader, list(range(reader.num_episodes)))
-            labels = read_labels(path).success
+            stored = read_labels(path)
         except (StoreError, OSError, ValueError) as exc:
             raise ValueError(f"--demos {path}: {exc}") from exc
+        labels = stored.success
         if (labels != UNLABELLED).any():
-            by = sorted({s["by"] for s in read_labels(path).sources})
+            by = sorted({s["by"] for s in stored.sources})
             source = f"{path}: labels by {', '.join(by)}"
         else:
             labels = labels_from_success(reader, last=last)
