@@ -17,7 +17,9 @@ sustains 90%; their ratio (and the same for SAC without demonstrations, where a 
 sustains 90% gives a lower bound: its budget over the residual's steps). Beside the env steps,
 what a robot pays: the failed training episodes until each arm's threshold ("≥N" where the run
 never reached it: all its failed episodes). Goals: no evaluation more than 10 points below the
-base, and the residual's failed episodes to 95% at most a third of SAC's to 90%. Runs,
+base, and the residual's failed episodes to 95% at most a third of SAC's to 90%. A second table
+says where the residual's failed episodes are: in its warm-up, in its critic-only blocks (the
+base acting alone) or once its actor may act, by the env step each episode ended at. Runs,
 demonstrations and the base are kept in ``--out`` and reused, so the bench can be stopped and
 continued (``--fresh`` redoes the runs).
 """
@@ -212,7 +214,43 @@ def summarize(run: Run) -> dict[str, Any]:
     until = row["steps_to_arm_goal"] or row["trained_steps"]
     row["failed_to_arm_goal"] = sum(1 for r in records if r["kind"] == "episode"
                                     and r["env_steps"] <= until and not r.get("success"))  # fmt: skip
+    if run.learner == RESIDUAL:
+        row["phases"] = _phases(run, records, until)
     return row
+
+
+def _phases(run: Run, records: list[dict[str, Any]], until: int) -> list[list[int]] | None:
+    """A residual run's [failed, episodes] in its warm-up, its critic-only blocks (one per env
+    step after the warm-up) and with its actor on, up to ``until`` env steps; None without the
+    run's config.json."""
+    config = run.folder / "config.json"
+    if not config.is_file():
+        return None
+    settings = json.loads(config.read_text())
+    warmup = int(settings["loop"]["warmup_steps"])
+    actor = warmup + int(settings["sac"]["actor_delay_blocks"])
+    phases = [[0, 0], [0, 0], [0, 0]]
+    for r in records:
+        if r["kind"] == "episode" and r["env_steps"] <= until:
+            phase = phases[0 if r["env_steps"] <= warmup else 1 if r["env_steps"] <= actor else 2]
+            phase[0] += not r.get("success")
+            phase[1] += 1
+    return phases
+
+
+def phase_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Where each residual run's failed training episodes until 95% sustained (or until its
+    last evaluation) are: failed of ended episodes per phase."""
+    lines = ["| task | seed | warm-up | critics only (the base acts) | actor on | until |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in sorted(rows, key=lambda r: (r["task"], r["seed"])):
+        if row["learner"] != RESIDUAL or not row.get("phases"):
+            continue
+        cells = " | ".join(f"{failed}/{episodes}" for failed, episodes in row["phases"])
+        until = row["steps_to_arm_goal"]
+        end = f"95% at {until:,}" if until else f"{row['trained_steps']:,} (no 95%)"
+        lines.append(f"| {row['task']} | {row['seed']} | {cells} | {end} |")
+    return lines if len(lines) > 2 else []
 
 
 def _records(run: Run) -> list[dict[str, Any]]:
@@ -362,6 +400,10 @@ def bench_residual(cfg: Annotated[BenchResidualConfig, tyro.conf.arg(name="")]) 
         execute(runs, cfg.jobs, cfg.final_episodes, cfg.fresh, "bench residual")
     rows = [summarize(r) for r in runs if r.done]
     lines = table(rows, bases)
+    phases = phase_table(rows)
+    if phases:
+        lines += ["", "The residual's failed training episodes by phase (failed/ended):", "",
+                  *phases]  # fmt: skip
     (cfg.out / "bench_residual.json").write_text(json.dumps(
         {"config": asdict(cfg), "bases": bases, "rows": rows}, default=str, indent=1))  # fmt: skip
     (cfg.out / "bench_residual.md").write_text("\n".join(lines) + "\n")

@@ -70,6 +70,24 @@ def test_each_arm_is_timed_to_its_own_goal(tmp_path: Path) -> None:
     assert "| 50% (-10) | - | ≥3 | 50% |" in line and line.endswith("| ≥0.50 |")
 
 
+def test_the_residuals_failed_episodes_are_counted_by_phase(tmp_path: Path) -> None:
+    # episodes end every 250 env steps and succeed where the next evaluation reads >= 90%
+    run = _fake(tmp_path / "r", res.RESIDUAL, [0.5, 0.5, 0.92, 0.5, 0.96, 0.97, 0.98, 0.99])
+    assert res.summarize(run).get("phases") is None  # no config.json: no phases
+    assert res.phase_table([res.summarize(run)]) == []
+    (run.folder / "config.json").write_text(json.dumps(
+        {"loop": {"warmup_steps": 500}, "sac": {"actor_delay_blocks": 1000}}))  # fmt: skip
+    row = res.summarize(run)
+    # to 95% sustained at 3.5k: episodes ending at 250 (warm-up), 750, 1250 (critics only: the
+    # 1000 blocks after the warm-up end at 1.5k), 1750, ..., 3250 (actor on)
+    assert row["steps_to_arm_goal"] == 3500
+    assert row["phases"] == [[1, 1], [1, 2], [1, 4]]
+    assert sum(failed for failed, _ in row["phases"]) == row["failed_to_arm_goal"]
+    assert res.phase_table([row])[2] == "| pick_cube | 0 | 1/1 | 1/2 | 1/4 | 95% at 3,500 |"
+    sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0.5, 0.95, 0.95, 0.95]))
+    assert "phases" not in sac and len(res.phase_table([row, sac])) == 3  # residual rows only
+
+
 def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     tmp_path: Path, monkeypatch
 ) -> None:
