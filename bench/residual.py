@@ -227,8 +227,11 @@ def _phases(run: Run, records: list[dict[str, Any]], until: int) -> list[list[in
     if not config.is_file():
         return None
     settings = json.loads(config.read_text())
-    warmup = int(settings["loop"]["warmup_steps"])
-    actor = warmup + int(settings["sac"]["actor_delay_blocks"])
+    loop, sac = settings.get("loop") or {}, settings.get("sac") or {}
+    if "warmup_steps" not in loop:  # not a handrail train run's config
+        return None
+    warmup = int(loop["warmup_steps"])
+    actor = warmup + int(sac.get("actor_delay_blocks", 0))  # runs before it: no critic-only blocks
     phases = [[0, 0], [0, 0], [0, 0]]
     for r in records:
         if r["kind"] == "episode" and r["env_steps"] <= until:

@@ -75,6 +75,8 @@ def test_the_residuals_failed_episodes_are_counted_by_phase(tmp_path: Path) -> N
     run = _fake(tmp_path / "r", res.RESIDUAL, [0.5, 0.5, 0.92, 0.5, 0.96, 0.97, 0.98, 0.99])
     assert res.summarize(run).get("phases") is None  # no config.json: no phases
     assert res.phase_table([res.summarize(run)]) == []
+    (run.folder / "config.json").write_text("{}")  # not a train run's config: no phases either
+    assert res.summarize(run)["phases"] is None
     (run.folder / "config.json").write_text(json.dumps(
         {"loop": {"warmup_steps": 500}, "sac": {"actor_delay_blocks": 1000}}))  # fmt: skip
     row = res.summarize(run)
