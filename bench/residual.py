@@ -222,7 +222,7 @@ def summarize(run: Run) -> dict[str, Any]:
 def _phases(run: Run, records: list[dict[str, Any]], until: int) -> list[list[int]] | None:
     """A residual run's [failed, episodes] in its warm-up, its critic-only blocks (one per env
     step after the warm-up) and with its actor on, up to ``until`` env steps; None without the
-    run's config.json."""
+    run's config.json or its loop settings."""
     config = run.folder / "config.json"
     if not config.is_file():
         return None
