@@ -44,6 +44,7 @@ from handrail.bench.learning import (
     sustained_at,
 )
 from handrail.learners.evaluation import EVAL_SEED_OFFSET, run_seed
+from handrail.learners.runlog import CONFIG_FILE, METRICS_FILE
 
 RESIDUAL: Final = "residual"
 SAC: Final = "sac"
@@ -223,7 +224,7 @@ def _phases(run: Run, records: list[dict[str, Any]], until: int) -> list[list[in
     """A residual run's [failed, episodes] in its warm-up, its critic-only blocks (one per env
     step after the warm-up) and with its actor on, up to ``until`` env steps; None without the
     run's config.json or its loop settings."""
-    config = run.folder / "config.json"
+    config = run.folder / CONFIG_FILE
     if not config.is_file():
         return None
     settings = json.loads(config.read_text())
@@ -257,7 +258,7 @@ def phase_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _records(run: Run) -> list[dict[str, Any]]:
-    text = (run.folder / "metrics.jsonl").read_text()
+    text = (run.folder / METRICS_FILE).read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
