@@ -158,6 +158,9 @@ def command_for(seconds):
         time.sleep(0.1)
 
 def hang(then_command_s):
+    # The driver hangs just after a pose arrived: ready only says the pose is under 1 s old,
+    # and on a loaded machine one 0.8 s old made the pose go stale before the watchdog's 0.5 s.
+    assert wait_until(lambda: time.monotonic() - poses[-1][0] < 0.03, 10), "no fresh pose"
     n = len(events)
     os.kill(robot.pid, signal.SIGSTOP)
     command_for(then_command_s)
