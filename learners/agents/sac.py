@@ -123,6 +123,13 @@ class SACConfig:
     residual_q_margin: float = 0.0
     """Residual RL with a Q-filter: how much every critic must rate the correction above the
     base's action (in Q, returns of the task's reward) for it to run."""
+    deployed: Literal["mode", "training"] = "mode"
+    """The policy that is evaluated and deployed (evaluation during training, ``handrail
+    eval``, a residual base ``run:RUN``, ``actor_node``): ``mode``, the deterministic action
+    tanh(mean); ``training``, once the actor learns (after ``actor_delay_blocks``), the
+    training policy itself (SAC's sample, TD3's action with its exploration noise, through a
+    residual's Q-filter): what the arm ran, and the critics ranked, while it learned. Before
+    the actor learns it is the mode (a residual's: the base's action)."""
     actor_delay_blocks: int = 0
     """Update blocks with critic steps only before the actor (and temperature) start learning
     (a residual's critic learns the base policy's values first)."""
@@ -179,6 +186,7 @@ class SACConfig:
             and (self.residual_penalty == 0.0 or self.residual_scale > 0.0),
             "residual_q_filter": self.residual_q_filter in ("off", "deploy", "always"),
             "residual_q_margin": self.residual_q_margin >= 0.0,
+            "deployed": self.deployed in ("mode", "training"),
             "actor_delay_blocks": self.actor_delay_blocks >= 0,
             "late_entropy_blocks": self.late_entropy_blocks >= 0,
             **image_checks(self.image_channels, self.image_strides, self.image_features,
@@ -193,8 +201,8 @@ class SACConfig:
                 "n_step >= 1, 0 <= actor_utd <= utd, bc weights >= 0, entropy_rows all or online, "
                 "algorithm sac or td3, noises >= 0, residual_scale in [0, 2], "
                 "residual_penalty >= 0 and only with residual_scale > 0, residual_q_filter off, "
-                "deploy or always, residual_q_margin >= 0, actor_delay_blocks and "
-                f"late_entropy_blocks >= 0, {IMAGE_NEEDS})"
+                "deploy or always, residual_q_margin >= 0, deployed mode or training, "
+                f"actor_delay_blocks and late_entropy_blocks >= 0, {IMAGE_NEEDS})"
             )
 
     @classmethod
@@ -801,17 +809,23 @@ class SAC:
         params = {"actor": state.actor_params, "obs_norm": state.obs_norm}
         if self.q_filtered != "off":
             params["critic"] = state.critic_params
+        if self.config.deployed == "training":  # whether the actor has started learning
+            params["actor_on"] = jnp.asarray(state.step > self.config.actor_delay_blocks)
         return params
 
     def act_fn(
         self, params: dict[str, Any], obs: jax.Array, key: jax.Array, deterministic: bool
     ) -> jax.Array:
-        """Un-jitted action of :meth:`policy_params` on raw flat observations."""
+        """Un-jitted action of :meth:`policy_params` on raw flat observations: the deployed
+        policy (``deterministic``: :attr:`SACConfig.deployed`) or the training policy."""
         obs = self.inputs(params["obs_norm"], obs)
-        if deterministic:
-            action = self.mode_fn(params["actor"], obs)
-        else:
+        if not deterministic:
             action = self.policy_fn(params["actor"], obs, key)[0]
+        elif self.config.deployed == "training":
+            action = jnp.where(params["actor_on"], self.policy_fn(params["actor"], obs, key)[0],
+                               self.mode_fn(params["actor"], obs))  # fmt: skip
+        else:
+            action = self.mode_fn(params["actor"], obs)
         if self.q_filtered == "always" or (self.q_filtered == "deploy" and deterministic):
             action = self.q_filter(params["critic"], obs, action)[0]
         return action

@@ -398,6 +398,41 @@ def test_the_q_filter_runs_the_correction_only_where_every_critic_prefers_it(mod
     np.testing.assert_array_equal(np.asarray(strict.act_fn(params, obs, key, True)), base)
 
 
+@pytest.mark.parametrize("algorithm", ["sac", "td3"])
+def test_the_deployed_policy_is_the_mode_or_the_training_policy_itself(algorithm: str) -> None:
+    mode_sac = residual_sac(algorithm=algorithm, residual_q_filter="always")
+    trained = residual_sac(algorithm=algorithm, residual_q_filter="always", deployed="training")
+    state = mode_sac.init(jax.random.PRNGKey(4))
+    state = state.replace(actor_params=jax.tree_util.tree_map(lambda p: p + 0.5,
+                                                              state.actor_params))  # fmt: skip
+    params = mode_sac.policy_params(state)
+    obs = jnp.asarray(np.random.default_rng(5).uniform(-0.8, 0.8, (256, mode_sac.obs_spec.dim)),
+                      jnp.float32)  # fmt: skip
+    key = jax.random.PRNGKey(6)
+    training = np.asarray(mode_sac.act_fn(params, obs, key, False))
+    # deployed: training runs the training policy, noise and Q-filter included, key for key
+    learning = trained.policy_params(state.replace(step=jnp.asarray(1)))
+    assert set(learning) == {"actor", "obs_norm", "critic", "actor_on"}
+    np.testing.assert_array_equal(np.asarray(trained.act_fn(learning, obs, key, True)), training)
+    other = np.asarray(trained.act_fn(learning, obs, jax.random.PRNGKey(7), True))
+    assert not np.array_equal(other, training)  # fresh noise with every key
+    # ... once the actor learns: before, the deployed action is the (filtered) mode
+    delayed = residual_sac(algorithm=algorithm, residual_q_filter="always", deployed="training",
+                           actor_delay_blocks=5)  # fmt: skip
+    for step, expected in ((5, False), (6, True)):
+        waiting = delayed.policy_params(state.replace(step=jnp.asarray(step)))
+        acted = np.asarray(delayed.act_fn(waiting, obs, key, True))
+        np.testing.assert_array_equal(acted, training if expected
+                                      else np.asarray(mode_sac.act_fn(params, obs, key, True)))  # fmt: skip
+    # deployed: mode (the default) runs the filtered deterministic action, whatever the key
+    mode = np.asarray(mode_sac.q_filter(state.critic_params, obs,
+                                        mode_sac.mode_fn(state.actor_params, obs))[0])  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(mode_sac.act_fn(params, obs, key, True)), mode)
+    assert not np.array_equal(mode, training)
+    with pytest.raises(ValueError, match="deployed"):
+        SACConfig(deployed="sample")  # type: ignore[arg-type]
+
+
 def _batch(sac: SAC, utd: int, size: int) -> Any:
     rng = np.random.default_rng(8)
     obs = rng.uniform(-0.8, 0.8, (utd, size, sac.obs_spec.dim)).astype(np.float32)
