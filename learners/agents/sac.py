@@ -742,7 +742,7 @@ class SAC:
         critic_only = dataclasses.replace(new, step=new.step + 1)
         new, actor_metrics = self._actor_block(new, batch, key_actor, features)
         if self.config.actor_delay_blocks > 0:  # critic-only blocks first: keep the actor
-            start = critic_only.step > self.config.actor_delay_blocks
+            start = self.actor_learns(critic_only.step)
             new = jax.tree_util.tree_map(lambda a, b: jnp.where(start, a, b), new, critic_only)
         metrics = {k: jnp.mean(v) for k, v in critic_metrics.items()}
         metrics.update(actor_metrics)
@@ -809,9 +809,14 @@ class SAC:
         params = {"actor": state.actor_params, "obs_norm": state.obs_norm}
         if self.q_filtered != "off":
             params["critic"] = state.critic_params
-        if self.config.deployed == "training":  # whether the actor has started learning
-            params["actor_on"] = jnp.asarray(state.step > self.config.actor_delay_blocks)
+        if self.config.deployed == "training":
+            params["actor_on"] = jnp.asarray(self.actor_learns(state.step))
         return params
+
+    def actor_learns(self, step: jax.Array) -> jax.Array:
+        """Whether the actor has had its updates once ``step`` update blocks are applied: not
+        in the first ``actor_delay_blocks`` (critic-only) blocks."""
+        return step > self.config.actor_delay_blocks
 
     def act_fn(
         self, params: dict[str, Any], obs: jax.Array, key: jax.Array, deterministic: bool
