@@ -50,6 +50,7 @@ from handrail.hw.ros_common import (
     check_context,
     control_loop_process,
     declare_parameters,
+    print_stacks_on_request,
 )
 from handrail.hw.ros_env import RosArmEnv, RosEnvConfig
 
@@ -422,6 +423,7 @@ def _actor(
 def run(args: list[str] | None = None) -> int:
     """Run the actor until ``episodes`` ended or it is interrupted; return the exit code."""
     control_loop_process()
+    print_stacks_on_request()
     rclpy.init(args=args)
     node = Node("actor_node")
     try:

@@ -9,9 +9,17 @@ what to install when ROS 2's Python packages are missing (:func:`ros_missing`).
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
-__all__ = ["NODES", "PACKAGE", "RCLPY_PARAMETERS", "exit_if_run_without_ros", "ros_missing"]
+__all__ = [
+    "NODES",
+    "PACKAGE",
+    "RCLPY_PARAMETERS",
+    "STACKS_SIGNAL",
+    "exit_if_run_without_ros",
+    "ros_missing",
+]
 
 NODES: dict[str, str] = {
     "sim_robot": "handrail.hw.sim_robot",
@@ -24,6 +32,12 @@ NODES: dict[str, str] = {
 
 PACKAGE = "handrail"
 """The ROS 2 package name (``pkg=`` in launch files, the ament index entry)."""
+
+STACKS_SIGNAL = signal.SIGUSR1
+"""Asks a running handrail node to print every thread's Python stack to stderr and go on
+(faulthandler's, from the signal handler: it needs no lock, so it answers even when a native
+call holds the GIL). ``handrail launch`` sends it to a node still running when its stop timeout
+after SIGINT ends, before the SIGTERM, so the log says where the node hung."""
 
 RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 """Parameters every rclpy node declares by itself; launch files may set these on any node."""

@@ -28,7 +28,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from handrail.hw.nodes import RCLPY_PARAMETERS
+from handrail.hw.nodes import RCLPY_PARAMETERS, STACKS_SIGNAL
 
 __all__ = [
     "COMMAND_QOS",
@@ -41,6 +41,7 @@ __all__ = [
     "control_loop_process",
     "declare_parameters",
     "init_rclpy",
+    "print_stacks_on_request",
     "run_node",
     "watch_the_stop",
 ]
@@ -215,7 +216,14 @@ def init_rclpy(args: list[str] | None = None) -> None:
     shutdown, which every spin and wait here already ends on.
     """
     signal.signal(signal.SIGINT, _ignore_in_python)
+    print_stacks_on_request()
     rclpy.init(args=args)
+
+
+def print_stacks_on_request() -> None:
+    """Print every thread's stack to stderr on :data:`~handrail.hw.nodes.STACKS_SIGNAL`, and go
+    on running: how ``handrail launch`` learns where a node that will not stop is stuck."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True, chain=False)
 
 
 def _ignore_in_python(signum: int, frame: Any) -> None:

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import yaml
 
-from handrail.hw.nodes import NODES, PACKAGE, RCLPY_PARAMETERS, ros_missing
+from handrail.hw.nodes import NODES, PACKAGE, RCLPY_PARAMETERS, STACKS_SIGNAL, ros_missing
 from handrail.launch.ros.launch_xml import LAUNCH_DIR, LaunchError, NodeLaunch, arguments, parse
 
 __all__ = [
@@ -284,6 +284,9 @@ class _Supervisor:
             alive = [p for p in self.processes if p.proc is not None and p.proc.poll() is None]
             if not alive:
                 break
+            if sig == signal.SIGTERM:
+                self._print_stacks([p for p in alive if p.node.pkg == PACKAGE])
+                alive = [p for p in alive if p.proc is not None and p.proc.poll() is None]
             for p in alive:
                 assert p.proc is not None
                 if sig != signal.SIGINT:
@@ -305,6 +308,21 @@ class _Supervisor:
             ):
                 self._report(f"{p.node.label} exited with code {code} while stopping")
                 self.failed = True
+
+    def _print_stacks(self, stuck: list[_Process]) -> None:
+        """Have each handrail node that outlived its SIGINT print its threads' stacks (their
+        lines come through as the node's output), so the log says where it hung."""
+        for p in stuck:
+            assert p.proc is not None
+            self._report(f"{p.node.label} did not stop on SIGINT: where its threads are")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.proc.pid, STACKS_SIGNAL)
+        if stuck:
+            time.sleep(STACKS_WAIT_S)
+
+
+STACKS_WAIT_S = 0.5
+"""How long the stacks a stuck node prints are given to come through before its SIGTERM."""
 
 
 def ros_home() -> Path:

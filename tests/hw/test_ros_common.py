@@ -1,7 +1,11 @@
 """What every node shares (hw/ros_common.py), without a ROS 2 graph."""
 
+import os
+import subprocess
+import sys
 import time
 
+from handrail.hw.nodes import STACKS_SIGNAL
 from handrail.hw.ros_common import _shut_down_by_signal, spin_until_shutdown
 
 
@@ -68,3 +72,31 @@ def test_a_nodes_spin_ends_after_the_shutdown_even_if_nothing_wakes_its_wait():
     start = time.monotonic()
     spin_until_shutdown(Executor(), Context(0.3), poll_s=0.05)
     assert time.monotonic() - start < 0.6 and all(w == 0.05 for w in waits) and len(waits) >= 4
+
+
+def test_a_node_prints_its_stacks_on_request_even_while_a_native_call_holds_the_gil():
+    # What `handrail launch` relies on to say where a node that will not stop is stuck: the
+    # main thread is in one long C call that never releases the GIL, as a blocked publish is.
+    script = (
+        "import sys\n"
+        "from handrail.hw.ros_common import print_stacks_on_request\n"
+        "print_stacks_on_request()\n"
+        "print('ready', flush=True)\n"
+        "def stuck():\n"
+        "    return sum(range(10**13))\n"
+        "stuck()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(0.3)  # well inside the sum
+        os.kill(proc.pid, STACKS_SIGNAL)
+        time.sleep(0.5)
+        assert proc.poll() is None  # it goes on running
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert "most recent call first" in err, err
+    assert "line 6 in stuck" in err and "line 7 in <module>" in err, err

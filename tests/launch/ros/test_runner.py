@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shlex
 import signal
 import subprocess
@@ -74,6 +75,9 @@ if mode[0] == "count":  # count FILE: one line per start, then fail
         f.write("started\\n")
     sys.exit(1)
 signal.signal(signal.SIGINT, signal.SIG_IGN if mode[0] == "stubborn" else on_sigint)
+if mode[0] == "stubborn":  # as every handrail node does
+    from handrail.hw.ros_common import print_stacks_on_request
+    print_stacks_on_request()
 print("ready " + json.dumps(params, sort_keys=True), flush=True)
 if len(mode) > 1:  # sleep|stubborn READY_FILE
     Path(mode[1]).write_text("ready\\n")
@@ -292,7 +296,17 @@ def test_a_node_that_ignores_sigint_gets_sigterm_and_fails_the_launch(
         fake_node("failer", "exit", "1", str(ready)),
     ]
     assert run(nodes, stop_timeout_s=0.5) == 1
-    assert "stubborn is still running: sending SIGTERM" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stubborn is still running: sending SIGTERM" in err
+    # before the SIGTERM, the stuck node said where it was: its main thread's stack, in its loop
+    before = err.split("stubborn is still running")[0]
+    assert "stubborn did not stop on SIGINT: where its threads are" in before
+    assert re.search(
+        r"\[stubborn\] (Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\)", before
+    ), err
+    assert re.search(
+        r"\[stubborn\]   File .*handrail_fake_node\.py\", line \d+ in <module>", before
+    )
 
 
 def test_a_respawning_node_is_restarted_until_the_launch_stops(
