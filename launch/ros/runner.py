@@ -4,8 +4,8 @@ The PyPI ROS 2 wheels have rclpy but not ``launch``/``launch_ros``. This runner 
 file into a list of :class:`NodeLaunch` (:mod:`handrail.launch.ros.launch_xml`, which lists the
 subset of the format it supports), builds each node's command with the ``--ros-args`` that
 ``ros2 launch`` passes (:func:`command`), and starts and supervises the processes
-(:func:`run`): output prefixed with ``[name]``, SIGINT to every node on Ctrl-C, the others
-stopped when one fails.
+(:func:`run`): output prefixed with ``[name]``, SIGINT to each node in turn on Ctrl-C, the
+others stopped when one fails.
 
 ``<param name= value=>`` values go into a generated parameter file per node, passed after the
 ``<param from=>`` files, so they win over them (``-p`` could not carry lists or keep ``"1.0"`` a
@@ -273,14 +273,28 @@ class _Supervisor:
             time.sleep(0.05)
 
     def _stop_all(self) -> None:
-        """SIGINT every running node; SIGTERM, then SIGKILL, those still running after the
-        timeout (or at once on another signal). Exits other than 0 or SIGINT's (-2, 130) fail."""
+        """SIGINT each running node in turn, the last started first, and wait up to the timeout
+        for it to exit before the next (at once after another signal); then SIGTERM, then
+        SIGKILL, those still running after the timeout. Exits other than 0 or SIGINT's (-2, 130)
+        fail.
+
+        In turn, because Fast DDS can deadlock a process deleting its participant while others
+        delete theirs (eProsima/Fast-DDS#6193): all nodes SIGINTed at once hung 4 of 22 stops
+        of sim_robot.launch.xml under load, each one inside rclpy's ``destroy_node`` or the
+        interpreter's exit. The last started first: the nodes that command the arm stop before
+        the safety node and the driver they command, which keep holding it until then.
+        """
         if self.signals:
             self._report(f"{self.signals[0]} received: stopping every node")
         for p in self.processes:
             p.respawn_at = None
         last = {id(p): signal.SIGINT for p in self.processes}
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        hurry = False
+        for p in reversed(self.processes):
+            if p.proc is not None and p.proc.poll() is None:
+                self._signal(p, signal.SIGINT)
+                hurry = hurry or not self._wait([p])
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             alive = [p for p in self.processes if p.proc is not None and p.proc.poll() is None]
             if not alive:
                 break
@@ -288,18 +302,11 @@ class _Supervisor:
                 self._print_stacks([p for p in alive if p.node.pkg == PACKAGE])
                 alive = [p for p in alive if p.proc is not None and p.proc.poll() is None]
             for p in alive:
-                assert p.proc is not None
-                if sig != signal.SIGINT:
-                    self._report(f"{p.node.label} is still running: sending {sig.name}")
-                    self.failed = True
+                self._report(f"{p.node.label} is still running: sending {sig.name}")
+                self.failed = True
                 last[id(p)] = sig
-                with contextlib.suppress(ProcessLookupError):  # its group, as Ctrl-C would
-                    os.killpg(p.proc.pid, sig)
-            signals, deadline = len(self.signals), time.monotonic() + self.stop_timeout_s
-            while any(p.proc.poll() is None for p in alive if p.proc is not None):
-                if time.monotonic() > deadline or len(self.signals) > signals:
-                    break
-                time.sleep(0.05)
+                self._signal(p, sig)
+            self._wait(alive)
         for p in self.processes:
             code = None if p.proc is None else p.proc.wait()
             if (
@@ -308,6 +315,24 @@ class _Supervisor:
             ):
                 self._report(f"{p.node.label} exited with code {code} while stopping")
                 self.failed = True
+
+    @staticmethod
+    def _signal(p: _Process, sig: signal.Signals) -> None:
+        assert p.proc is not None
+        with contextlib.suppress(ProcessLookupError):  # its group, as Ctrl-C would
+            os.killpg(p.proc.pid, sig)
+
+    def _wait(self, procs: list[_Process]) -> bool:
+        """Wait up to the stop timeout for ``procs`` to exit; False when another signal to the
+        launcher cut the wait short (stop waiting, hurry)."""
+        signals, deadline = len(self.signals), time.monotonic() + self.stop_timeout_s
+        while any(p.proc.poll() is None for p in procs if p.proc is not None):
+            if len(self.signals) > signals:
+                return False
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        return True
 
     def _print_stacks(self, stuck: list[_Process]) -> None:
         """Have each handrail node that outlived its SIGINT print its threads' stacks (their
@@ -343,8 +368,9 @@ def run(nodes: list[NodeLaunch], stop_timeout_s: float = 5.0) -> int:
 
     Their output lines are prefixed with ``[name]`` (``output="log"`` nodes write stdout to a log
     file instead, as in ROS 2). SIGINT, SIGTERM or SIGHUP stops the launch: each node gets
-    SIGINT, then SIGTERM and SIGKILL after ``stop_timeout_s`` each (another signal skips the
-    wait). A node that exits with an error, unless it respawns, is reported and stops the others;
+    SIGINT in turn, the last started first, and up to ``stop_timeout_s`` to exit before the
+    next; those still running then print their stacks (handrail's nodes) and get SIGTERM, then
+    SIGKILL, ``stop_timeout_s`` apart (another signal skips the waits). A node that exits with an error, unless it respawns, is reported and stops the others;
     one that exits cleanly leaves the others running.
 
     Returns:

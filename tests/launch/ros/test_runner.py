@@ -3,6 +3,8 @@ files and the ROS 2 package files (wrappers, package.xml)."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import queue
 import re
@@ -74,13 +76,24 @@ if mode[0] == "count":  # count FILE: one line per start, then fail
     with open(mode[1], "a") as f:
         f.write("started\\n")
     sys.exit(1)
-signal.signal(signal.SIGINT, signal.SIG_IGN if mode[0] == "stubborn" else on_sigint)
+def on_sigint_slowly(signum, frame):  # slowstop STOPS_FILE READY_FILE: says when, exits 0.3 s on
+    with open(stops, "a") as f:
+        f.write(f"{json.dumps([params['name'], time.monotonic()])}\\n")
+    time.sleep(0.3)
+    sys.exit(0)
+
+if mode[0] == "slowstop":
+    signal.signal(signal.SIGINT, on_sigint_slowly)
+    stops, mode = mode[1], [mode[0], *mode[2:]]
+else:
+    signal.signal(signal.SIGINT, signal.SIG_IGN if mode[0] == "stubborn" else on_sigint)
 if mode[0] == "stubborn":  # as every handrail node does
     from handrail.hw.ros_common import print_stacks_on_request
     print_stacks_on_request()
 print("ready " + json.dumps(params, sort_keys=True), flush=True)
 if len(mode) > 1:  # sleep|stubborn READY_FILE
-    Path(mode[1]).write_text("ready\\n")
+    with open(mode[1], "a") as f:  # one line per node: a launch can wait for several
+        f.write("ready\\n")
 end = time.monotonic() + 120  # never outlive a failed test for long
 while time.monotonic() < end:
     time.sleep(0.02)
@@ -307,6 +320,18 @@ def test_a_node_that_ignores_sigint_gets_sigterm_and_fails_the_launch(
     assert re.search(
         r"\[stubborn\]   File .*handrail_fake_node\.py\", line \d+ in <module>", before
     )
+
+
+def test_nodes_stop_in_turn_the_last_started_first(fake: Path) -> None:
+    # Fast DDS can deadlock participants deleted at once (it hung 4 of 22 stops of the stack);
+    # and the nodes that command the arm go before the safety node and driver they command.
+    ready, stops = fake / "ready", fake / "stops"
+    nodes = [fake_node(n, "slowstop", str(stops), str(ready), params={"name": n}) for n in "abc"]
+    assert run([*nodes, fake_node("failer", "exit", "1", str(ready), "3")], stop_timeout_s=20) == 1
+    order = [json.loads(line) for line in stops.read_text().splitlines()]
+    assert [name for name, _ in order] == ["c", "b", "a"]
+    # each SIGINT came after the node before it had exited (0.3 s after its own SIGINT)
+    assert all(t1 - t0 >= 0.3 for (_, t0), (_, t1) in itertools.pairwise(order))
 
 
 def test_a_respawning_node_is_restarted_until_the_launch_stops(
