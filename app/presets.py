@@ -76,8 +76,7 @@ TASK_PRESETS: dict[str, Layer] = {
                    "judge_direction_below": 0.75},  # #peg_insert: no mid-insertion takeovers
         "with_person": {"sac": {"actor_utd": 1}},  # #peg_insert: faster with the person
         "residual": {"sac": {"bc_weight": 1.0,  # #residual-rl: imitates the demos too
-                             "residual_penalty": 10.0,  # #residual-rl: a small bias fails it
-                             "actor_lr": 1e-5}},  # #residual-rl: and the correction moves slowly
+                             "residual_penalty": 10.0}},  # #residual-rl: a small bias fails it
         "ignore_obs_keys": ("proprio", "peg", "hole"),  # #peg_insert: where to go next only
     },
     "push": {

@@ -62,7 +62,9 @@ def test_a_residual_run_has_the_residual_layer_then_the_tasks_own() -> None:
     assert pick.layers["sac.utd"] == "task:pick_cube"  # the task preset stays underneath
     assert pick.preset == "task pick_cube + residual + task residual"
     peg = resolve("peg_insert", residual_on="expert", human="simulated")
-    assert (peg.config.sac.actor_lr, peg.layers["sac.actor_lr"]) == (1e-5, "task residual")
+    assert (peg.config.sac.residual_penalty, peg.layers["sac.residual_penalty"]) == (
+        10.0, "task residual")  # fmt: skip
+    assert (peg.config.sac.actor_lr, peg.layers["sac.actor_lr"]) == (1e-4, "residual")
     assert peg.layers["sac.actor_utd"] == "residual"  # over with_person's
     reach = resolve("reach", residual_on="expert")
     assert (reach.layers["sac.residual_scale"], "task residual" in reach.applied) == (
@@ -157,8 +159,8 @@ _PINNED: dict[tuple[str, str | None, str], tuple[Any, ...]] = {
     ("HalfCheetah-v5", None, "simulated"): (50000, 0, 1, 1, "sac", 0.0, 3e-4, 1, 0.0, 1000, 0.0, (), (), "start"),
     ("peg_insert", None, "none"): (20000, 20, 8, 0, "sac", 0.0, 3e-4, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
     ("peg_insert", None, "simulated"): (20000, 20, 8, 1, "sac", 0.0, 3e-4, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
-    ("peg_insert", "expert", "none"): (20000, 20, 8, 1, "td3", 0.1, 1e-05, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
-    ("peg_insert", "expert", "simulated"): (20000, 20, 8, 1, "td3", 0.1, 1e-05, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
+    ("peg_insert", "expert", "none"): (20000, 20, 8, 1, "td3", 0.1, 1e-4, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
+    ("peg_insert", "expert", "simulated"): (20000, 20, 8, 1, "td3", 0.1, 1e-4, 3, 8.0, 500, 1.0, (), ("proprio", "peg", "hole"), "first-gain"),
     ("pick_cube", None, "none"): (20000, 20, 8, 0, "sac", 0.0, 3e-4, 3, 2.0, 250, 0.0, ("episode_steps=50",), ("object",), "start"),
     ("pick_cube", None, "simulated"): (20000, 20, 8, 0, "sac", 0.0, 3e-4, 3, 2.0, 250, 0.0, ("episode_steps=50",), ("object",), "start"),
     ("pick_cube", "expert", "none"): (20000, 20, 8, 1, "td3", 0.5, 1e-4, 3, 2.0, 500, 0.0, ("episode_steps=50",), ("object",), "start"),
