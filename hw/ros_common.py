@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import rclpy
@@ -40,6 +41,7 @@ __all__ = [
     "check_context",
     "control_loop_process",
     "declare_parameters",
+    "finish_callbacks",
     "init_rclpy",
     "print_stacks_on_request",
     "run_node",
@@ -283,9 +285,32 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, threads
         if callable(close):
             close()
         executor.shutdown(timeout_sec=STOP_GRACE_S)
+        finish_callbacks(executor)
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+
+
+def finish_callbacks(executor: Any) -> list[BaseException]:
+    """Wait for the callbacks a multi-threaded executor still runs, and read what they raised.
+
+    rclpy's ``MultiThreadedExecutor.shutdown`` neither waits for its thread pool nor reads the
+    errors of the callbacks that finish after the last spin: the node's destruction then failed
+    them ("cannot use Destroyable because destruction was requested") and each printed "The
+    following exception was never retrieved" as the process exited (``reset_node``, on most
+    stops). After a stop, such an error is the stop's own; they are returned, not raised.
+    Callbacks still queued run too (cancelled, each left a coroutine never awaited, and a
+    warning at exit): on the shut-down context their ROS calls fail at once. A single-threaded
+    executor has none left.
+    """
+    pool = getattr(executor, "_executor", None)
+    if isinstance(pool, ThreadPoolExecutor):
+        pool.shutdown(wait=True)
+    errors = []
+    for task in getattr(executor, "_futures", ()):
+        if task.done() and task.exception() is not None:
+            errors.append(task.exception())
+    return errors
 
 
 def spin_until_shutdown(executor: Any, context: Any, poll_s: float = SPIN_POLL_S) -> None:

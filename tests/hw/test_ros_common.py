@@ -1,12 +1,15 @@
 """What every node shares (hw/ros_common.py), without a ROS 2 graph."""
 
+import gc
 import os
 import subprocess
 import sys
 import time
+import types
+from concurrent.futures import ThreadPoolExecutor
 
 from handrail.hw.nodes import STACKS_SIGNAL
-from handrail.hw.ros_common import _shut_down_by_signal, spin_until_shutdown
+from handrail.hw.ros_common import _shut_down_by_signal, finish_callbacks, spin_until_shutdown
 
 
 class Context:
@@ -100,3 +103,34 @@ def test_a_node_prints_its_stacks_on_request_even_while_a_native_call_holds_the_
         _, err = proc.communicate(timeout=10)
     assert "most recent call first" in err, err
     assert "line 6 in stuck" in err and "line 7 in <module>" in err, err
+
+
+def test_callbacks_still_running_at_the_stop_are_waited_for_and_their_errors_read(capfd):
+    # rclpy's MultiThreadedExecutor keeps its thread pool in `_executor` and the callbacks it
+    # submitted in `_futures`, and waits for neither when it shuts down: a callback the node's
+    # destruction then failed printed "The following exception was never retrieved" at exit.
+    from rclpy.task import Task
+
+    def fails_late():
+        time.sleep(0.3)
+        raise RuntimeError("cannot use Destroyable because destruction was requested")
+
+    async def queued_handler():  # what rclpy's executor queues: a coroutine, awaited once run
+        raise RuntimeError("the context is shut down")
+
+    pool = ThreadPoolExecutor(1)
+    running, queued = Task(fails_late), Task(queued_handler)
+    pool.submit(running)
+    pool.submit(queued)
+    executor = types.SimpleNamespace(_executor=pool, _futures=[running, queued])
+    errors = finish_callbacks(executor)
+    assert running.done() and queued.done()  # the queued one too: no coroutine left unawaited
+    assert [str(e) for e in errors] == [
+        "cannot use Destroyable because destruction was requested",
+        "the context is shut down",
+    ]
+    del running, queued, executor, errors
+    gc.collect()
+    err = capfd.readouterr().err
+    assert "never retrieved" not in err and "never awaited" not in err, err
+    assert finish_callbacks(types.SimpleNamespace()) == []  # a single-threaded executor
