@@ -306,11 +306,8 @@ def finish_callbacks(executor: Any) -> list[BaseException]:
     pool = getattr(executor, "_executor", None)
     if isinstance(pool, ThreadPoolExecutor):
         pool.shutdown(wait=True)
-    errors = []
-    for task in getattr(executor, "_futures", ()):
-        if task.done() and task.exception() is not None:
-            errors.append(task.exception())
-    return errors
+    done = [task for task in getattr(executor, "_futures", ()) if task.done()]
+    return [error for error in (task.exception() for task in done) if error is not None]
 
 
 def spin_until_shutdown(executor: Any, context: Any, poll_s: float = SPIN_POLL_S) -> None:

@@ -146,6 +146,10 @@ class _Process:
     respawn_at: float | None = None
     threads: list[threading.Thread] = field(default_factory=list)
 
+    def running(self) -> bool:
+        """Whether its process is started and has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
 
 class _Supervisor:
     """Starts the nodes, forwards their output, and stops them all (see :func:`run`)."""
@@ -291,16 +295,16 @@ class _Supervisor:
         last = {id(p): signal.SIGINT for p in self.processes}
         hurry = False
         for p in reversed(self.processes):
-            if p.proc is not None and p.proc.poll() is None:
+            if p.running():
                 self._signal(p, signal.SIGINT)
                 hurry = hurry or not self._wait([p])
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            alive = [p for p in self.processes if p.proc is not None and p.proc.poll() is None]
+            alive = [p for p in self.processes if p.running()]
             if not alive:
                 break
             if sig == signal.SIGTERM:
                 self._print_stacks([p for p in alive if p.node.pkg == PACKAGE])
-                alive = [p for p in alive if p.proc is not None and p.proc.poll() is None]
+                alive = [p for p in alive if p.running()]
             for p in alive:
                 self._report(f"{p.node.label} is still running: sending {sig.name}")
                 self.failed = True
@@ -326,7 +330,7 @@ class _Supervisor:
         """Wait up to the stop timeout for ``procs`` to exit; False when another signal to the
         launcher cut the wait short (stop waiting, hurry)."""
         signals, deadline = len(self.signals), time.monotonic() + self.stop_timeout_s
-        while any(p.proc.poll() is None for p in procs if p.proc is not None):
+        while any(p.running() for p in procs):
             if len(self.signals) > signals:
                 return False
             if time.monotonic() > deadline:
@@ -370,8 +374,9 @@ def run(nodes: list[NodeLaunch], stop_timeout_s: float = 5.0) -> int:
     file instead, as in ROS 2). SIGINT, SIGTERM or SIGHUP stops the launch: each node gets
     SIGINT in turn, the last started first, and up to ``stop_timeout_s`` to exit before the
     next; those still running then print their stacks (handrail's nodes) and get SIGTERM, then
-    SIGKILL, ``stop_timeout_s`` apart (another signal skips the waits). A node that exits with an error, unless it respawns, is reported and stops the others;
-    one that exits cleanly leaves the others running.
+    SIGKILL, ``stop_timeout_s`` apart (another signal skips the waits). A node that exits with
+    an error, unless it respawns, is reported and stops the others; one that exits cleanly
+    leaves the others running.
 
     Returns:
         0 when every node exited cleanly (or on the SIGINT it was sent), else 1.
