@@ -64,10 +64,15 @@ def call(client, request, timeout=60):
     return future.result()
 
 def stop(*procs):
+    # One at a time, the last started first, as `handrail launch` stops nodes: Fast DDS can
+    # deadlock nodes deleting their entities all at once (CI: reset_node stuck in destroy_node).
     for proc in procs:
         proc.send_signal(signal.SIGCONT)
+    codes = {}
+    for proc in reversed(procs):
         proc.send_signal(signal.SIGINT)
-    return [proc.wait(30) for proc in procs]
+        codes[proc.pid] = proc.wait(30)
+    return [codes[proc.pid] for proc in procs]
 """
 
 
