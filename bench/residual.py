@@ -245,7 +245,7 @@ def _phases(run: Run, records: list[dict[str, Any]], until: int) -> list[list[in
 def phase_table(rows: list[dict[str, Any]]) -> list[str]:
     """Where each residual run's failed training episodes until 95% sustained (or until its
     last evaluation) are: failed of ended episodes per phase."""
-    lines = ["| task | seed | warm-up | critics only (the base acts) | actor on | until |",
+    lines = ["| task | seed | warm-up | critics only (the actor untrained) | actor on | until |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for row in sorted(rows, key=lambda r: (r["task"], r["seed"])):
         if row["learner"] != RESIDUAL or not row.get("phases"):
