@@ -53,7 +53,7 @@ TASK_PRESETS: dict[str, Layer] = {
         "env": {"episode_steps": 50},  # #pick_cube: 50-step episodes since its first tuning
         "residual": {
             "sac": {"residual_scale": 0.5,  # #residual-rl: the BC base is off by up to 0.8
-                    "bc_weight": 1.0},  # #residual-rl: the correction also imitates the demos
+                    "bc_weight": 4.0},  # #residual-rl: imitating the demos harder, no dip at the actor's start
             "loop": {"warmup_steps": 500},  # #residual-rl: critics see the base's returns first
         },
         "ignore_obs_keys": ("object",),  # #pick_cube: the cube from the gripper is enough

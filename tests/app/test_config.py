@@ -61,7 +61,7 @@ def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
     override them; without a base nothing of it applies."""
     pick = preset("pick_cube", residual_on="expert").sac
     assert (pick.algorithm, pick.residual_scale, pick.bc_weight, pick.actor_lr) == ("td3", 0.5,
-                                                                                 1.0, 1e-4)  # fmt: skip
+                                                                                 4.0, 1e-4)  # fmt: skip
     peg = preset("peg_insert", residual_on="expert").sac
     assert (peg.residual_scale, peg.residual_penalty, peg.actor_lr, peg.bc_weight) == (0.1, 10.0,
                                                                                     1e-4, 1.0)  # fmt: skip
@@ -76,7 +76,7 @@ def test_residual_runs_start_from_their_tasks_residual_preset() -> None:
     assert (residual_loop.warmup_steps, preset("pick_cube").loop.warmup_steps) == (500, 250)
     mine = parse_args(["--task", "pick_cube", "--residual-on", "expert",
                        "--sac.residual-scale", "0.2"]).sac  # fmt: skip
-    assert (mine.residual_scale, mine.bc_weight, mine.algorithm) == (0.2, 1.0, "td3")
+    assert (mine.residual_scale, mine.bc_weight, mine.algorithm) == (0.2, 4.0, "td3")
     plain = preset("pick_cube").sac
     assert (plain.algorithm, plain.residual_scale, plain.bc_weight) == ("sac", 0.0, 0.0)
     assert preset("pick_cube").sac.utd == pick.utd == 8  # the task preset stays underneath
