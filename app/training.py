@@ -50,6 +50,8 @@ from handrail.learners.evaluation import run_seed
 _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 """Options that may change when a run is resumed (the rest come from its config.json)."""
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+BASE_ALONE = "the base alone"
+"""A residual run's baseline: its starting policy, whose correction is exactly zero."""
 """OSErrors that mean the disk (or the user's quota) is full."""
 
 
@@ -374,13 +376,43 @@ def _train_jax(cfg: TrainConfig, trainer: Any, eval_env: Any, run: Any, recorder
         save_latest()
     monitor = _jax_monitor(cfg, eval_env, run, trainer, trainer.sac, save_latest)
     try:
+        base = monitor.start(trainer.env_steps)  # a residual's: its untrained correction is 0
+        if base is not None and base.get("success_rate") is not None:
+            monitor.report(f"{BASE_ALONE}: {base['success_rate']:.0%} on the "
+                           f"{base['episodes']} evaluation episodes; checkpoints/best holds it "
+                           "until the residual matches it there")  # fmt: skip
         after = None if corrections is None else functools.partial(corrections.after_episode,
                                                                     log=run.log)  # fmt: skip
         _jax_loop(trainer, monitor, cfg.steps, save_latest, human=cfg.human != "none",
                   after_episode=after)  # fmt: skip
     finally:
         monitor.close()
+    if monitor.baseline is not None:
+        print(f"handrail train: {versus_baseline(monitor, run.read_metrics('eval'))}",
+              file=sys.stderr)  # fmt: skip
     return monitor.last_eval
+
+
+def versus_baseline(monitor: Any, evals: list[dict[str, Any]]) -> str:
+    """A residual run's evaluations against its base alone on the same episodes: the last,
+    the lowest, and what ``checkpoints/best`` holds (the best evaluation that matched the base,
+    or the base itself)."""
+    baseline, base = monitor.baseline, monitor.baseline.get("success_rate")
+    rated = [r for r in evals if r.get("success_rate") is not None]
+    if base is None or not rated:
+        return f"{BASE_ALONE}: no success rates to compare"
+
+    def rate(record: dict[str, Any]) -> str:
+        delta = round((record["success_rate"] - base) * 100)
+        return f"{record['success_rate']:.0%} ({delta:+d}) at {record['env_steps']:,} env steps"
+
+    lowest = min(rated, key=lambda r: r["success_rate"])
+    kept = (f"{BASE_ALONE} itself (no evaluation matched it)" if monitor.best_record is baseline
+            else f"the residual's {rate(monitor.best_record)}")  # fmt: skip
+    return (
+        f"against {BASE_ALONE}'s {base:.0%} on the same {baseline['episodes']} episodes: "
+        f"last {rate(rated[-1])}, lowest {rate(lowest)}; checkpoints/best holds {kept}"
+    )
 
 
 def _resume_wrappers(env: Any, env_steps: int) -> None:
@@ -420,7 +452,9 @@ def _jax_monitor(cfg: TrainConfig, eval_env: Any, run: Any, trainer: Any, sac: A
                       save_latest=save_latest, save_best=save_best, start_steps=trainer.env_steps,
                       progress=cfg.progress, stop_at_success=cfg.stop_at_success,
                       video_fps=env_fps(eval_env),
-                      status=getattr(trainer.actor.env, "status", None))  # fmt: skip
+                      status=getattr(trainer.actor.env, "status", None),
+                      baseline=BASE_ALONE if cfg.residual_on is not None else None,
+                      tag="handrail train")  # fmt: skip
 
 
 def _jax_loop(trainer: Any, monitor: Any, steps: int, save_latest: Callable[[], None], *,

@@ -6,6 +6,7 @@ their run folders and progress bars look the same.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,10 @@ from typing import Any
 import numpy as np
 
 from handrail.learners.runlog import RunDir
+
+HARM_POINTS = 0.10
+"""An evaluation this far below the baseline (10 points of success rate) is reported: the
+margin `handrail bench residual` holds a residual to against its base."""
 
 
 class RunMonitor:
@@ -36,6 +41,14 @@ class RunMonitor:
         video_fps: Frame rate of the evaluation videos: the eval env's step rate, so that they
             play at real speed (:func:`handrail.learners.evaluation.env_fps`).
         status: Extra fields for the progress bar (who is in control, the intervention rate).
+        baseline: What the policy starts as and must not fall below (a residual's "the base
+            alone": its untrained correction is exactly zero). Named, :meth:`start` evaluates
+            the starting policy once on the evaluation episodes (a ``baseline`` record), and
+            saves it as the ``best`` checkpoint: an evaluation replaces it only by matching or
+            beating it, so the run never hands back a policy that did worse than its baseline
+            on those episodes. Each evaluation more than :data:`HARM_POINTS` below it is
+            reported on stderr.
+        tag: What the lines it prints start with (the command, ``handrail train``).
     """
 
     def __init__(
@@ -53,17 +66,26 @@ class RunMonitor:
         stop_at_success: float | None = None,
         train_log_every: int = 1000,
         status: Callable[[], Mapping[str, str]] | None = None,
+        baseline: str | None = None,
+        tag: str = "handrail",
     ) -> None:
         self.run, self.total_steps = run, total_steps
         self.eval_every, self.train_log_every = eval_every, train_log_every
         self._evaluate, self._save_latest, self._save_best = evaluate, save_latest, save_best
         self.stop_at_success, self.video_fps = stop_at_success, video_fps
         evals = run.read_metrics("eval")
-        self.best = max((_eval_score(r) for r in evals), default=None)
+        self.baseline_name = baseline
+        kept = run.read_metrics("baseline") if baseline else []
+        self.baseline: dict[str, Any] | None = kept[-1] if kept else None
+        ranked = [*kept[-1:], *evals]  # a later evaluation replaces an equal best
+        self.best_record: dict[str, Any] | None = max(reversed(ranked), key=_eval_score,
+                                                      default=None)  # fmt: skip
+        self.best = None if self.best_record is None else _eval_score(self.best_record)
+        self.tag = tag
         self.next_eval = (start_steps // eval_every + 1) * eval_every
         self.next_train_log = start_steps + train_log_every
         self.recent_success: list[float] = []
-        self.eval_seconds = sum(float(r.get("eval_s") or 0.0) for r in evals)
+        self.eval_seconds = sum(float(r.get("eval_s") or 0.0) for r in [*kept, *evals])
         self.last_eval: dict[str, Any] | None = evals[-1] if evals else None
         self.should_stop = False
         self.status = status
@@ -113,26 +135,61 @@ class RunMonitor:
         self._update_bar(env_steps, updates)
         return self.should_stop
 
+    def start(self, env_steps: int) -> dict[str, Any] | None:
+        """The baseline's record: the policy evaluated (and saved as ``best``) once per run,
+        before its first step (``env_steps`` 0); a resumed run keeps the one it has (a run
+        resumed later without one has none: its policy is no longer the baseline). None
+        without a baseline."""
+        if self.baseline_name is None or self.baseline is not None or env_steps > 0:
+            return self.baseline
+        seconds, result = self._timed_evaluate(env_steps)
+        self.baseline = self.run.log("baseline", env_steps, {
+            **result.as_dict(), "policy": self.baseline_name, "eval_s": seconds})  # fmt: skip
+        if getattr(result, "frames", None):
+            self.run.write_video(result.frames, "baseline", self.video_fps)
+        self.best, self.best_record = _eval_score(self.baseline), self.baseline
+        self._save_best()
+        return self.baseline
+
+    def _timed_evaluate(self, env_steps: int) -> tuple[float, Any]:
+        start = time.monotonic()
+        result = self._evaluate(env_steps)
+        seconds = time.monotonic() - start
+        self.eval_seconds += seconds
+        return seconds, result
+
+    def below_baseline(self, record: Mapping[str, Any]) -> float | None:
+        """How far an evaluation's success rate is below the baseline's (negative: above);
+        None without a baseline or a success flag."""
+        base = None if self.baseline is None else self.baseline.get("success_rate")
+        rate = record.get("success_rate")
+        return None if base is None or rate is None else float(base) - float(rate)
+
     def evaluate_now(self, env_steps: int) -> dict[str, Any]:
         """Evaluates, logs, saves latest (and best if improved), redraws the plot.
 
         The record's ``eval_s`` is the evaluation's own wall time, so that training time can be
         told apart from evaluation time (``train_time_s``).
         """
-        start = time.monotonic()
-        result = self._evaluate(env_steps)
-        seconds = time.monotonic() - start
-        self.eval_seconds += seconds
+        seconds, result = self._timed_evaluate(env_steps)
         record = self.run.log("eval", env_steps, {**result.as_dict(), "eval_s": seconds,
                               "train_time_s": self.run.wall_time_s() - self.eval_seconds})  # fmt: skip
         if getattr(result, "frames", None):
             self.run.write_video(result.frames, f"eval_{env_steps:08d}", self.video_fps)
         self._save_latest()
         if self.best is None or _eval_score(record) >= self.best:
-            self.best = _eval_score(record)
+            self.best, self.best_record = _eval_score(record), record
             self._save_best()
         self.run.write_plot()
         self.last_eval = record
+        below = self.below_baseline(record)
+        if below is not None and below > HARM_POINTS:
+            self.report(
+                f"evaluation at {env_steps:,} env steps: {record['success_rate']:.0%}, "
+                f"{below * 100:.0f} points below {self.baseline_name}'s "
+                f"{record['success_rate'] + below:.0%} on the same episodes (checkpoints/best keeps "
+                f"the best so far: {_percent(self.best)})"
+            )
         rate = record.get("success_rate")
         if self.stop_at_success is not None and rate is not None and rate >= self.stop_at_success:
             self.should_stop = True
@@ -152,16 +209,30 @@ class RunMonitor:
             post["success"] = f"{np.mean(self.recent_success):.0%}"
         if self.last_eval and self.last_eval.get("success_rate") is not None:
             post["eval"] = f"{self.last_eval['success_rate']:.0%}"
+        if self.baseline and self.baseline.get("success_rate") is not None:
+            post["base"] = f"{self.baseline['success_rate']:.0%}"
         if self.status is not None:
             post.update(self.status())
         self._bar.set_postfix(post, refresh=False)
         self._rate_t, self._rate_updates = now, updates
+
+    def report(self, text: str) -> None:
+        """Prints ``tag: text`` to stderr without breaking the progress bar."""
+        text = f"{self.tag}: {text}"
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
 
     def close(self) -> None:
         """Closes the progress bar."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def _percent(score: tuple[float, float] | None) -> str:
+    return "none" if score is None or score[0] < 0 else f"{score[0]:.0%}"
 
 
 def _eval_score(record: Mapping[str, Any]) -> tuple[float, float]:

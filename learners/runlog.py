@@ -8,7 +8,9 @@ Layout of a run folder::
       tb/                    TensorBoard event files (tensorboardX)
       learning_curve.png     success rate and return vs env steps and vs wall clock
       checkpoints/latest/    most recent checkpoint (learner-specific format)
-      checkpoints/best/      checkpoint with the best evaluation success rate (then return)
+      checkpoints/best/      checkpoint with the best evaluation success rate (then return);
+                             a residual run's starts as its base alone (the ``baseline``
+                             record) and is replaced only by an evaluation matching it
       videos/                evaluation videos (mp4)
 
 Everything is written so that a crash at any moment leaves a readable folder: each JSONL line is
@@ -199,7 +201,8 @@ class RunDir:
         """Redraws ``learning_curve.png`` from ``metrics.jsonl`` (atomic replace).
 
         Success rate and return against env steps (left) and wall-clock minutes (right); eval
-        records as markers, a running mean of training episodes as a thin line. With a human in
+        records as markers, a running mean of training episodes as a thin line, a ``baseline``
+        record (a residual's base alone) as a dashed level. With a human in
         the loop, a third row shows the share of steps the person acted, and the training
         success of episodes with and without an intervention.
         """
@@ -210,6 +213,8 @@ class RunDir:
 
         evals = self.read_metrics("eval")
         episodes = self.read_metrics("episode")
+        baselines = self.read_metrics("baseline")
+        baseline = baselines[-1] if baselines else None
         human = [{**e, "human_share": e["human_steps"] / max(int(e["length"]), 1),
                   "helped": e.get("success") if e["human_steps"] else None,
                   "alone": None if e["human_steps"] else e.get("success")}
@@ -226,6 +231,9 @@ class RunDir:
                 ax = axes[row, col]
                 _plot_series(ax, episodes, xkey, tkey, scale, "train (running mean)", smooth=True)
                 _plot_series(ax, evals, xkey, ekey, scale, "eval", smooth=False)
+                if baseline is not None and baseline.get(ekey) is not None:
+                    ax.axhline(float(baseline[ekey]), color="0.4", linestyle="--", linewidth=1,
+                               label=f"{baseline.get('policy', 'baseline')} (eval)")  # fmt: skip
                 ax.set_xlabel(xlabel)
                 ax.set_ylabel(ylabel)
                 if row == 0:

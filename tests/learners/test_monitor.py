@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from handrail.learners.evaluation import EvalResult
 from handrail.learners.monitor import RunMonitor
@@ -68,3 +69,70 @@ def test_intervention_summary_says_whether_the_person_still_acts_at_the_end() ->
     assert summary["human_share"] == (50 * 10 + 10 * 5) / (150 * 50)
     assert summary["human_share_last_100"] == (10 * 5) / (100 * 50)
     assert intervention_summary([])["human_share_last_100"] is None
+
+
+def test_a_baseline_is_the_first_best_and_only_a_match_replaces_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A residual's base alone: evaluated once before the first step and saved as ``best``;
+    an evaluation below it never replaces it, one that matches it does; one more than 10
+    points below it is reported; a resumed run keeps the record and evaluates nothing."""
+    rates = iter([0.8, 0.6, 0.75, 0.8, 0.9])
+    saves: list[str] = []
+
+    def monitor(run: RunDir, start_steps: int = 0) -> RunMonitor:
+        return RunMonitor(run, total_steps=400, eval_every=100, start_steps=start_steps,
+                          evaluate=lambda _: result(next(rates)),
+                          save_latest=lambda: saves.append("latest"),
+                          save_best=lambda: saves.append("best"), video_fps=10.0,
+                          progress=False, baseline="the base alone", tag="handrail train")  # fmt: skip
+
+    with RunDir(tmp_path, tensorboard=False) as run:
+        first = monitor(run)
+        base = first.start(0)
+        assert base is not None and base["success_rate"] == 0.8
+        assert base["policy"] == "the base alone" and saves == ["best"]
+        assert first.start(0) is base  # once per run
+        for steps in (100, 200):
+            first.evaluate_now(steps)
+        assert saves == ["best", "latest", "latest"]  # 0.6 and 0.75: below the base
+        said = capsys.readouterr().err.splitlines()
+        assert len(said) == 1 and said[0].startswith("handrail train: evaluation at 100 env")
+        assert "60%, 20 points below the base alone's 80% on the same episodes" in said[0]
+        assert first.below_baseline({"success_rate": 0.75}) == pytest.approx(0.05)
+        first.evaluate_now(300)  # 0.8 matches the base: the residual's policy is kept
+        assert saves[-2:] == ["latest", "best"] and first.best_record["env_steps"] == 300
+
+        resumed = monitor(run, start_steps=300)
+        assert resumed.start(300) == base and resumed.best_record["env_steps"] == 300
+        assert resumed.eval_seconds == pytest.approx(first.eval_seconds)
+        assert [r["kind"] for r in run.read_metrics() if r["kind"] != "eval"] == ["baseline"]
+
+
+def test_a_run_resumed_without_a_baseline_does_not_take_its_policy_for_one(tmp_path: Path) -> None:
+    """A run started before baselines existed: its policy at step 300 is no baseline."""
+    with RunDir(tmp_path, tensorboard=False) as run:
+        late = RunMonitor(run, total_steps=400, eval_every=100, start_steps=300,
+                          evaluate=lambda _: pytest.fail("evaluated"), save_latest=lambda: None,
+                          save_best=lambda: pytest.fail("saved"), video_fps=10.0, progress=False,
+                          baseline="the base alone")  # fmt: skip
+        assert late.start(300) is None and run.read_metrics("baseline") == []
+
+
+def test_the_plot_draws_the_baseline_as_a_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same evaluations at the same clock with and without a baseline record draw
+    different plots."""
+    monkeypatch.setattr(RunDir, "wall_time_s", lambda self: 60.0)
+    plots = []
+    for name, baseline in (("plain", None), ("residual", "the base alone")):
+        with RunDir(tmp_path / name, tensorboard=False) as run:
+            monitor = RunMonitor(run, total_steps=200, eval_every=100,
+                                 evaluate=lambda _: result(0.5), save_latest=lambda: None,
+                                 save_best=lambda: None, video_fps=10.0, progress=False,
+                                 baseline=baseline)  # fmt: skip
+            monitor.start(0)
+            monitor.evaluate_now(100)
+            plots.append((tmp_path / name / "learning_curve.png").read_bytes())
+    assert plots[0] != plots[1]

@@ -114,6 +114,34 @@ def test_the_run_folder_records_the_base_and_eval_reports_both(
     assert "base expert alone: 3 episodes: success" in out and "base + residual" in out
 
 
+def test_the_base_alone_is_measured_first_and_kept_as_best_until_matched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before its first step a residual run evaluates its untrained policy, which is exactly
+    the base alone (the same returns as the base on the same evaluation episodes), saves it as
+    ``best`` and compares every evaluation with it at the end."""
+    from handrail.learners.agents.residual import base_only
+    from handrail.learners.evaluation import EVAL_SEED_OFFSET, evaluate, run_seed
+
+    run_dir = tmp_path / "run"
+    base = f"{__name__}:toward_goal"
+    assert train_cmd.train(residual_config(run_dir, base, seed=3)) == 0
+    err = capsys.readouterr().err
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    [baseline] = [r for r in metrics if r["kind"] == "baseline"]
+    assert baseline["env_steps"] == 0 and baseline["policy"] == "the base alone"
+    env = make_env("reach", **preset("reach").env)  # the evaluation env of the run
+    env = ResidualObservation(env, make_base(base, "reach", env))
+    alone = evaluate(env, base_only(ActionSpec.from_space(env.action_space)), 2,
+                     run_seed(3, EVAL_SEED_OFFSET))  # fmt: skip
+    assert baseline["mean_return"] == pytest.approx(alone.mean_return, rel=1e-6)
+    assert baseline["success_rate"] == alone.success_rate
+    assert baseline["mean_length"] == alone.mean_length
+    assert f"the base alone: {alone.success_rate:.0%} on the 2 evaluation episodes" in err
+    assert f"against the base alone's {alone.success_rate:.0%} on the same 2 episodes" in err
+    assert "checkpoints/best holds" in err and (run_dir / "checkpoints" / "best").is_dir()
+
+
 def test_the_base_never_changes_during_training(tmp_path: Path, residual_run: Path) -> None:
     """A handrail run as the base: its checkpoint files are byte-identical after training."""
     ckpt = residual_run / "checkpoints" / "latest" / "learner" / "state.msgpack"
@@ -169,3 +197,5 @@ def test_a_resumed_run_continues_the_progressive_schedule(tmp_path: Path) -> Non
     assert resumed == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["residual_enable_steps"] == 1000 and config["steps"] == 120
+    metrics = (tmp_path / "run" / "metrics.jsonl").read_text()
+    assert metrics.count('"kind": "baseline"') == 1  # measured once, before the first step
