@@ -50,9 +50,9 @@ from handrail.learners.evaluation import run_seed
 _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 """Options that may change when a run is resumed (the rest come from its config.json)."""
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""OSErrors that mean the disk (or the user's quota) is full."""
 BASE_ALONE = "the base alone"
 """A residual run's baseline: its starting policy, whose correction is exactly zero."""
-"""OSErrors that mean the disk (or the user's quota) is full."""
 
 
 def resolve_run(config: TrainConfig) -> tuple[TrainConfig, Path]:
