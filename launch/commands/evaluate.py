@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import tyro
 
 from handrail.app.runs import run_env
-from handrail.learners.checkpoint import CheckpointError
+from handrail.learners.checkpoint import CheckpointError, read_meta
 from handrail.learners.policies import RunPolicy, load_run_policy, run_root
 
 
@@ -91,6 +91,9 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     env.close()
     label = f"base + residual ({run.checkpoint})" if run.residual_on else str(run.checkpoint)
     print(f"{label}: {result.summary()}")
+    if run.residual_on is not None and _saved_at(run.checkpoint) == 0:
+        print(f"({ckpt_label(run.checkpoint)} was saved before the first step: it is the base "
+              "alone)")  # fmt: skip
     if config.video and result.frames:
         from handrail.learners.runlog import write_video
 
@@ -98,3 +101,12 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
         video = write_video(video_dir(run.checkpoint), result.frames, name, env_fps(env))
         print(f"video: {video}")
     return 0
+
+
+def _saved_at(checkpoint: Path) -> int | None:
+    """The env steps a handrail checkpoint was saved at (None for other kinds)."""
+    try:
+        steps = read_meta(checkpoint).get("extra", {}).get("env_steps")
+    except CheckpointError:
+        return None
+    return steps if isinstance(steps, int) else None

@@ -142,6 +142,26 @@ def test_the_base_alone_is_measured_first_and_kept_as_best_until_matched(
     assert "checkpoints/best holds" in err and (run_dir / "checkpoints" / "best").is_dir()
 
 
+def test_eval_says_when_best_is_the_base_alone(
+    tmp_path: Path, residual_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A residual run's ``best`` saved before the first step (no evaluation matched the base)
+    is the base alone, and ``handrail eval`` says so; a best saved later is not."""
+    import shutil
+
+    assert cli.main(["eval", str(residual_run), "--episodes", "1"]) == 0
+    assert "saved before the first step" not in capsys.readouterr().out
+    copy = tmp_path / "unmatched"
+    shutil.copytree(residual_run, copy)
+    meta_path = copy / "checkpoints" / "best" / "config.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["extra"]["env_steps"] > 0
+    meta["extra"]["env_steps"] = 0  # as the monitor saves the base alone
+    meta_path.write_text(json.dumps(meta))
+    assert cli.main(["eval", str(copy), "--episodes", "1"]) == 0
+    assert "(best was saved before the first step: it is the base alone)" in capsys.readouterr().out
+
+
 def test_the_base_never_changes_during_training(tmp_path: Path, residual_run: Path) -> None:
     """A handrail run as the base: its checkpoint files are byte-identical after training."""
     ckpt = residual_run / "checkpoints" / "latest" / "learner" / "state.msgpack"
