@@ -403,7 +403,7 @@ def versus_baseline(monitor: Any, evals: list[dict[str, Any]]) -> str:
         return f"{BASE_ALONE}: no success rates to compare"
 
     def rate(record: dict[str, Any]) -> str:
-        delta = round((record["success_rate"] - base) * 100)
+        delta = -round(monitor.below_baseline(record) * 100)
         return f"{record['success_rate']:.0%} ({delta:+d}) at {record['env_steps']:,} env steps"
 
     lowest = min(rated, key=lambda r: r["success_rate"])

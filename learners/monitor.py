@@ -80,7 +80,6 @@ class RunMonitor:
         ranked = [*kept[-1:], *evals]  # a later evaluation replaces an equal best
         self.best_record: dict[str, Any] | None = max(reversed(ranked), key=_eval_score,
                                                       default=None)  # fmt: skip
-        self.best = None if self.best_record is None else _eval_score(self.best_record)
         self.tag = tag
         self.next_eval = (start_steps // eval_every + 1) * eval_every
         self.next_train_log = start_steps + train_log_every
@@ -147,9 +146,14 @@ class RunMonitor:
             **result.as_dict(), "policy": self.baseline_name, "eval_s": seconds})  # fmt: skip
         if getattr(result, "frames", None):
             self.run.write_video(result.frames, "baseline", self.video_fps)
-        self.best, self.best_record = _eval_score(self.baseline), self.baseline
+        self.best_record = self.baseline
         self._save_best()
         return self.baseline
+
+    @property
+    def best(self) -> tuple[float, float] | None:
+        """The score of :attr:`best_record` (the ``best`` checkpoint's evaluation)."""
+        return None if self.best_record is None else _eval_score(self.best_record)
 
     def _timed_evaluate(self, env_steps: int) -> tuple[float, Any]:
         start = time.monotonic()
@@ -178,7 +182,7 @@ class RunMonitor:
             self.run.write_video(result.frames, f"eval_{env_steps:08d}", self.video_fps)
         self._save_latest()
         if self.best is None or _eval_score(record) >= self.best:
-            self.best, self.best_record = _eval_score(record), record
+            self.best_record = record
             self._save_best()
         self.run.write_plot()
         self.last_eval = record
