@@ -28,6 +28,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -394,5 +395,10 @@ def write_video(
     folder.mkdir(parents=True, exist_ok=True)
     path, tmp = folder / f"{name}.mp4", folder / f".{name}.tmp.mp4"
     rgb: list[ArrayLike] = [np.asarray(f, dtype=np.uint8) for f in frames]  # mimwrite's type
-    _replace_from_temp(tmp, path, lambda out: imageio.mimwrite(out, rgb, fps=fps))
+    with warnings.catch_warnings():
+        # imageio starts ffmpeg with subprocess (fork, then exec at once: no Python runs in the
+        # child), so JAX's warning that a fork of a multithreaded process may deadlock does not
+        # apply; without this filter every run that writes a video printed it
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+        _replace_from_temp(tmp, path, lambda out: imageio.mimwrite(out, rgb, fps=fps))
     return path

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handrail.learners.runlog import RunDir
+from handrail.learners.runlog import RunDir, write_video
 
 
 def video_fps_and_frames(path: Path) -> tuple[float, int]:
@@ -98,6 +98,21 @@ def test_video_is_an_mp4_at_the_given_rate(tmp_path: Path) -> None:
     assert b"ftyp" in path.read_bytes()[:32]
     assert video_fps_and_frames(path) == (10.0, 10)
     assert [p.name for p in path.parent.iterdir()] == ["eval_100.mp4"]  # no temp files left
+
+
+def test_writing_a_video_beside_jax_prints_no_fork_warning(tmp_path: Path) -> None:
+    """ffmpeg is started with fork and exec; JAX's warning about forking its threads was
+    printed by every run that wrote a video, and it does not apply."""
+    import warnings
+
+    import jax.numpy as jnp
+
+    jnp.ones(2).block_until_ready()  # JAX's threads are up
+    frames = [np.zeros((16, 16, 3), np.uint8)] * 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_video(tmp_path, frames, "quiet", fps=10.0)
+    assert not [w for w in caught if "fork" in str(w.message)]
 
 
 def test_a_new_run_folder_is_never_one_that_exists(tmp_path: Path) -> None:
