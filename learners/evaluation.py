@@ -79,6 +79,14 @@ class EvalResult:
     """Per-episode success flags (empty if the env reports none)."""
     frames: list[np.ndarray] = field(default_factory=list, repr=False, compare=False)
     """Rendered frames of the recorded episodes (empty unless ``video`` was requested)."""
+    failed_frames: list[tuple[int, list[np.ndarray]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+    """(episode index, its rendered frames) of the first failed episodes, up to ``failures``."""
+
+    def failed_episodes(self) -> list[int]:
+        """Indices of the episodes that did not succeed (none if the env reports no flag)."""
+        return [i for i, success in enumerate(self.successes) if not success]
 
     def as_dict(self) -> dict[str, float | int | None]:
         """Scalar summary for logging (no per-episode lists, no frames)."""
@@ -140,6 +148,7 @@ def evaluate(
     seed: int,
     *,
     video: bool | int = False,
+    failures: int = 0,
     success_key: str = "success",
     max_steps: int | None = None,
 ) -> EvalResult:
@@ -150,11 +159,13 @@ def evaluate(
     ``seed + i``, so the same seed evaluates on the same initial states.
 
     Args:
-        env: A Gymnasium env (``render_mode="rgb_array"`` if a video is requested).
+        env: A Gymnasium env (``render_mode="rgb_array"`` if a video or failures are requested).
         policy: ``obs -> action`` in env units.
         episodes: Number of episodes (> 0).
         seed: Seed of the first episode.
         video: True to record the first episode, or the number of episodes to record.
+        failures: Record the first this many failed episodes, each on its own
+            (:attr:`EvalResult.failed_frames`); every episode is rendered until they are found.
         success_key: Info key with the success flag (falls back to ``"is_success"``).
         max_steps: Safety cap on steps per episode for envs without a time limit.
 
@@ -165,29 +176,42 @@ def evaluate(
 
     if episodes <= 0:
         raise ValueError(f"evaluate: episodes must be > 0, got {episodes}")
+    if failures < 0:
+        raise ValueError(f"evaluate: failures must be >= 0, got {failures}")
     num_video = _video_episodes(env, video)
+    _video_episodes(env, failures, "failures")
     actor = Actor(env, policy, seed=seed, success_key=success_key, max_episode_steps=max_steps)
     frames: list[np.ndarray] = []
+    failed: list[tuple[int, list[np.ndarray]]] = []
     runs = []
     for i in range(episodes):
-        actor.frames = frames if i < num_video else None
+        looking = len(failed) < failures
+        actor.frames = [] if i < num_video or looking else None
         stats = actor.run_episodes(1)[0]
         runs.append((stats.return_, stats.length, stats.success))
-    return _summarise(runs, frames)
+        if i < num_video:
+            frames.extend(actor.frames or [])
+        if looking and stats.success is False:
+            failed.append((i, actor.frames or []))
+    return _summarise(runs, frames, failed)
 
 
-def _video_episodes(env: Any, video: bool | int) -> int:
+def _video_episodes(env: Any, video: bool | int, option: str = "video") -> int:
     """How many episodes to record; the env must render rgb arrays if any."""
     num_video = int(video) if not isinstance(video, bool) else (1 if video else 0)
     if num_video and getattr(env, "render_mode", None) != "rgb_array":
         raise ValueError(
-            "evaluate(video=...): the env must be created with render_mode='rgb_array'; "
+            f"evaluate({option}=...): the env must be created with render_mode='rgb_array'; "
             f"got render_mode={getattr(env, 'render_mode', None)!r}"
         )
     return num_video
 
 
-def _summarise(runs: list[tuple[float, int, bool | None]], frames: list[np.ndarray]) -> EvalResult:
+def _summarise(
+    runs: list[tuple[float, int, bool | None]],
+    frames: list[np.ndarray],
+    failed: list[tuple[int, list[np.ndarray]]] | None = None,
+) -> EvalResult:
     """The :class:`EvalResult` of (return, length, success) per episode, in episode order."""
     episodes = len(runs)
     returns = [ret for ret, _, _ in runs]
@@ -206,4 +230,5 @@ def _summarise(runs: list[tuple[float, int, bool | None]], frames: list[np.ndarr
         returns=tuple(returns),
         successes=tuple(successes) if rate is not None else (),
         frames=frames,
+        failed_frames=failed or [],
     )

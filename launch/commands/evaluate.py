@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
 
 from handrail.app.runs import run_env
 from handrail.learners.checkpoint import CheckpointError, read_meta
 from handrail.learners.policies import RunPolicy, load_run_policy, run_root
+
+if TYPE_CHECKING:
+    from handrail.learners.evaluation import EvalResult
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,10 @@ class EvalConfig:
     """Episodes to run."""
     video: bool = False
     """Record the first episode as an mp4 (into the run's videos/ or next to the checkpoint)."""
+    failures: int = 0
+    """Record the first N failed episodes, each as its own mp4 beside ``--video``'s
+    (``eval_<checkpoint>_failed_seed<S>``; a residual run's base alone too:
+    ``base_alone_failed_seed<S>``), and list the seeds of every failed episode."""
     seed: int = 100_000
     """Seed of the first episode (episode i uses seed + i)."""
     checkpoint: Literal["best", "latest"] = "best"
@@ -34,6 +41,9 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ValueError(f"EvalConfig.episodes must be >= 1, got {self.episodes}")
+        if self.failures < 0:
+            raise ValueError(f"EvalConfig.failures must be >= 0 (episodes to record), got "
+                             f"{self.failures}")  # fmt: skip
 
 
 def video_dir(ckpt: Path) -> Path:
@@ -78,19 +88,25 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
     from handrail.learners.evaluation import evaluate as run_evaluation
 
     run = _load(config)
-    env = run_env(run, config.task, render_mode="rgb_array" if config.video else None)
+    rendered = config.video or config.failures > 0
+    env = run_env(run, config.task, render_mode="rgb_array" if rendered else None)
+    fps = env_fps(env)
     if run.residual_on is not None:  # the base alone first, on the same seeds
         from handrail.learners.agents.residual import base_only
         from handrail.learners.specs import ActionSpec
 
         alone = run_evaluation(env, base_only(ActionSpec.from_space(env.action_space)),
-                               config.episodes, config.seed, success_key=run.success_key)  # fmt: skip
+                               config.episodes, config.seed, failures=config.failures,
+                               success_key=run.success_key)  # fmt: skip
         print(f"base {run.residual_on} alone: {alone.summary()}")
+        _failures(config, alone, video_dir(run.checkpoint), "base_alone", fps)
     result = run_evaluation(env, run.policy, config.episodes, config.seed, video=config.video,
-                            success_key=run.success_key)  # fmt: skip
+                            failures=config.failures, success_key=run.success_key)  # fmt: skip
     env.close()
     label = f"base + residual ({run.checkpoint})" if run.residual_on else str(run.checkpoint)
     print(f"{label}: {result.summary()}")
+    _failures(config, result, video_dir(run.checkpoint), f"eval_{ckpt_label(run.checkpoint)}",
+              fps)  # fmt: skip
     if run.residual_on is not None and _saved_at(run.checkpoint) == 0:
         print(f"({ckpt_label(run.checkpoint)} was saved before the first step: it is the base "
               "alone)")  # fmt: skip
@@ -98,9 +114,28 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
         from handrail.learners.runlog import write_video
 
         name = f"eval_{ckpt_label(run.checkpoint)}_seed{config.seed}"
-        video = write_video(video_dir(run.checkpoint), result.frames, name, env_fps(env))
+        video = write_video(video_dir(run.checkpoint), result.frames, name, fps)
         print(f"video: {video}")
     return 0
+
+
+def _failures(
+    config: EvalConfig, result: EvalResult, folder: Path, prefix: str, fps: float
+) -> None:
+    """With ``--failures``: the failed episodes' seeds, and their videos written and named."""
+    if not config.failures:
+        return
+    if result.success_rate is None:
+        print("  failed: unknown (the env reports no success flag)")
+        return
+    from handrail.learners.runlog import write_video
+
+    seeds = [config.seed + i for i in result.failed_episodes()]
+    shown = ", ".join(map(str, seeds)) if seeds else "none"
+    print(f"  failed: {len(seeds)} of {result.episodes} (episode seeds: {shown})")
+    for i, frames in result.failed_frames:
+        name = f"{prefix}_failed_seed{config.seed + i}"
+        print(f"  video: {write_video(folder, frames, name, fps)}")
 
 
 def _saved_at(checkpoint: Path) -> int | None:

@@ -97,6 +97,32 @@ def test_evaluate_records_video_frames_of_first_episode_only() -> None:
     assert result.as_dict()["episodes"] == 3 and "frames" not in result.as_dict()
 
 
+def test_evaluate_records_the_first_failed_episodes_each_on_its_own() -> None:
+    class SeedFrames(CoinEnv):  # a frame tells the episode's seed and step
+        renders = 0
+
+        def render(self):
+            self.renders += 1
+            return np.full((8, 8, 3), 10 * (self.seeds[-1] % 10) + self.t, np.uint8)
+
+    env = SeedFrames(render_mode="rgb_array")
+    result = evaluate(env, lambda obs: np.zeros(1), episodes=6, seed=10, failures=2, video=True)
+    assert result.failed_episodes() == [1, 3, 5]  # odd seeds fail
+    assert [i for i, _ in result.failed_frames] == [1, 3]  # the first two only
+    for i, frames in result.failed_frames:
+        assert [int(f[0, 0, 0]) for f in frames] == [10 * i + t for t in range(4)]
+    assert [int(f[0, 0, 0]) for f in result.frames] == [0, 1, 2, 3]  # --video: still episode 0
+    assert env.renders == 4 * 4  # episodes 4 and 5 are not rendered: both failures were found
+    none = evaluate(CoinEnv(render_mode="rgb_array"), lambda obs: np.zeros(1), episodes=2,
+                    seed=0, failures=3)  # fmt: skip
+    assert none.failed_episodes() == [1] and [i for i, _ in none.failed_frames] == [1]
+    assert none.frames == []
+    with pytest.raises(ValueError, match=r"evaluate\(failures=...\).*rgb_array"):
+        evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=1, seed=0, failures=1)
+    with pytest.raises(ValueError, match="failures must be >= 0"):
+        evaluate(CoinEnv(render_mode="rgb_array"), lambda obs: np.zeros(1), 1, 0, failures=-1)
+
+
 def test_video_needs_rgb_array_render_mode() -> None:
     with pytest.raises(ValueError, match="render_mode='rgb_array'"):
         evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=1, seed=0, video=True)

@@ -30,6 +30,11 @@ def toward_goal(obs: Any) -> np.ndarray:
     return np.clip(np.r_[obs["goal_from_tcp_dm"] * 2.0, -1.0], -1, 1).astype(np.float32)
 
 
+def away_from_goal(obs: Any) -> np.ndarray:
+    """A base that never reaches (reach: away from the goal), for failed episodes."""
+    return -toward_goal(obs)
+
+
 def residual_config(run_dir: Path, base: str, **overrides: Any) -> Any:
     sac = {"hidden_dims": (32, 32), "batch_size": 32, "utd": 1, "actor_delay_blocks": 5}
     return preset("reach", residual_on=base, sac=sac,
@@ -160,6 +165,38 @@ def test_eval_says_when_best_is_the_base_alone(
     meta_path.write_text(json.dumps(meta))
     assert cli.main(["eval", str(copy), "--episodes", "1"]) == 0
     assert "(best was saved before the first step: it is the base alone)" in capsys.readouterr().out
+
+
+def test_eval_failures_lists_every_failed_seed_and_records_the_first(
+    tmp_path: Path, residual_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``handrail eval --failures N``: the seeds of every failed episode, of the base alone and
+    of base + residual, and a video of each of the first N, named by its seed."""
+    import imageio.v2 as imageio
+
+    run_dir = tmp_path / "run"
+    assert train_cmd.train(residual_config(run_dir, f"{__name__}:away_from_goal")) == 0
+    capsys.readouterr()
+    argv = ["eval", str(run_dir), "--episodes", "3", "--seed", "40", "--failures", "2"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("failed: 3 of 3 (episode seeds: 40, 41, 42)") == 2, out
+    videos = run_dir / "videos"
+    names = sorted(p.name for p in videos.glob("*failed*.mp4"))
+    assert names == ["base_alone_failed_seed40.mp4", "base_alone_failed_seed41.mp4",
+                     "eval_best_failed_seed40.mp4", "eval_best_failed_seed41.mp4"]  # fmt: skip
+    length = int(float(out.split("length ")[-1].split()[0]))
+    for name in names:
+        assert f"video: {videos / name}" in out
+        with imageio.get_reader(videos / name) as mp4:
+            assert mp4.count_frames() == length + 1  # the reset's frame and one per step
+    # a run whose episodes all succeed: no failed seed, no video
+    assert cli.main(["eval", str(residual_run), "--episodes", "2", "--failures", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("failed: 0 of 2 (episode seeds: none)") == 2, out
+    assert not list((residual_run / "videos").glob("*failed*"))
+    assert cli.main(["eval", str(residual_run), "--failures", "-1"]) == 2  # one line, no run
+    assert "failures must be >= 0" in capsys.readouterr().err
 
 
 def test_the_base_never_changes_during_training(tmp_path: Path, residual_run: Path) -> None:
