@@ -210,7 +210,7 @@ def _video_episodes(env: Any, video: bool | int, option: str = "video") -> int:
 def _summarise(
     runs: list[tuple[float, int, bool | None]],
     frames: list[np.ndarray],
-    failed: list[tuple[int, list[np.ndarray]]] | None = None,
+    failed: list[tuple[int, list[np.ndarray]]],
 ) -> EvalResult:
     """The :class:`EvalResult` of (return, length, success) per episode, in episode order."""
     episodes = len(runs)
@@ -230,5 +230,5 @@ def _summarise(
         returns=tuple(returns),
         successes=tuple(successes) if rate is not None else (),
         frames=frames,
-        failed_frames=failed or [],
+        failed_frames=failed,
     )
