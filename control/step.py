@@ -25,6 +25,13 @@ EXECUTED_ACTION_KEY = "executed_action"
 (a human override, a safety clip): the actor records that action (env units) as executed."""
 ACTED_BY_KEY = "acted_by"
 """``info`` key with an :class:`ActedBy` code when the env knows who chose the action."""
+OUTCOME_KEY = "outcome"
+"""``info`` key an env may set on an episode's last step: how the episode ended, in a few
+words (``"success"``, or the task's name for where it failed: ``"down beside the socket"``).
+Evaluations count the failed episodes by it (:meth:`~handrail.learners.evaluation.EvalResult.
+failure_outcomes`)."""
+SUCCESS_OUTCOME = "success"
+"""The :data:`OUTCOME_KEY` of an episode that ended in success."""
 
 
 class ActedBy(IntEnum):

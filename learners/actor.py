@@ -28,6 +28,7 @@ import numpy as np
 from handrail.control.step import (
     ACTED_BY_KEY,
     EXECUTED_ACTION_KEY,
+    OUTCOME_KEY,
     ActedBy,
     EpisodeTally,
     ParameterSource,
@@ -58,6 +59,9 @@ class EpisodeStats:
     """True if the success flag was true at any step; None if the env reports none."""
     human_steps: int = 0
     """Steps in which a person (or a simulated one) acted instead of the policy."""
+    outcome: str | None = None
+    """How the episode ended, as the env said on its last step (``info["outcome"]``,
+    :data:`~handrail.control.step.OUTCOME_KEY`); None if it did not."""
 
 
 @jax.jit
@@ -207,7 +211,9 @@ class Actor:
         self._obs = None
         self.episodes += 1
         tally = self.tally
-        return EpisodeStats(tally.return_, tally.length, tally.success, tally.human_steps)
+        outcome = info.get(OUTCOME_KEY)
+        return EpisodeStats(tally.return_, tally.length, tally.success, tally.human_steps,
+                            None if outcome is None else str(outcome))  # fmt: skip
 
     @property
     def at_episode_start(self) -> bool:

@@ -8,6 +8,7 @@ the Gymnasium API, so this module does not depend on ``handrail.sim``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,10 +84,33 @@ class EvalResult:
         default_factory=list, repr=False, compare=False
     )
     """(episode index, its rendered frames) of the first failed episodes, up to ``failures``."""
+    outcomes: tuple[str | None, ...] = ()
+    """Per-episode: how it ended, as the env said on its last step (``info["outcome"]``: a sim
+    task's :meth:`~handrail.sim.base.ArmEnv.failure`); None where it did not say."""
 
     def failed_episodes(self) -> list[int]:
         """Indices of the episodes that did not succeed (none if the env reports no flag)."""
         return [i for i, success in enumerate(self.successes) if not success]
+
+    def failure_outcomes(self) -> list[tuple[str, int]]:
+        """How the failed episodes ended, most frequent first: (outcome, episodes); empty if
+        none failed or the env names no outcomes (an episode it named none for is
+        ``"not said"``)."""
+        ended = [self.outcomes[i] for i in self.failed_episodes()] if self.outcomes else []
+        if not any(outcome is not None for outcome in ended):
+            return []
+        counts = Counter(outcome or "not said" for outcome in ended)
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+    def failures_line(self) -> str:
+        """``how the N failed episodes ended: outcome k, ...``; empty without outcomes."""
+        tally = self.failure_outcomes()
+        if not tally:
+            return ""
+        failed = sum(count for _, count in tally)
+        ended = ", ".join(f"{outcome} {count}" for outcome, count in tally)
+        noun = "episode" if failed == 1 else "episodes"
+        return f"how the {failed} failed {noun} ended: {ended}"
 
     def as_dict(self) -> dict[str, float | int | None]:
         """Scalar summary for logging (no per-episode lists, no frames)."""
@@ -188,7 +212,7 @@ def evaluate(
         looking = len(failed) < failures
         actor.frames = [] if i < num_video or looking else None
         stats = actor.run_episodes(1)[0]
-        runs.append((stats.return_, stats.length, stats.success))
+        runs.append((stats.return_, stats.length, stats.success, stats.outcome))
         if i < num_video:
             frames.extend(actor.frames or [])
         if looking and stats.success is False:
@@ -208,14 +232,15 @@ def _video_episodes(env: Any, video: bool | int, option: str = "video") -> int:
 
 
 def _summarise(
-    runs: list[tuple[float, int, bool | None]],
+    runs: list[tuple[float, int, bool | None, str | None]],
     frames: list[np.ndarray],
     failed: list[tuple[int, list[np.ndarray]]],
 ) -> EvalResult:
-    """The :class:`EvalResult` of (return, length, success) per episode, in episode order."""
+    """The :class:`EvalResult` of (return, length, success, outcome) per episode, in episode
+    order."""
     episodes = len(runs)
-    returns = [ret for ret, _, _ in runs]
-    successes = [success for _, _, success in runs if success is not None]
+    returns = [run[0] for run in runs]
+    successes = [run[2] for run in runs if run[2] is not None]
     rate = lo = hi = None
     if len(successes) == episodes:
         rate = sum(successes) / episodes
@@ -225,10 +250,11 @@ def _summarise(
         ci_low=lo,
         ci_high=hi,
         mean_return=float(np.mean(returns)),
-        mean_length=float(np.mean([length for _, length, _ in runs])),
+        mean_length=float(np.mean([run[1] for run in runs])),
         episodes=episodes,
         returns=tuple(returns),
         successes=tuple(successes) if rate is not None else (),
         frames=frames,
         failed_frames=failed,
+        outcomes=tuple(run[3] for run in runs),
     )

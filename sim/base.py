@@ -25,7 +25,9 @@ Writing a task (one file in ``sim/tasks/``, discovered automatically)
      success with them, because networks learn centimetre-scale differences of metre-scale
      positions slowly. The same holds for turns: give a yaw error in radians, wrapped by the
      part's symmetry (peg_insert's ``hole_yaw_from_peg_rad``), not only two quaternions.
-   - ``is_success()``: bool; ``dense_reward()``: shaped reward (used when ``reward="dense"``).
+   - ``is_success()``: bool; ``dense_reward()``: shaped reward (used when ``reward="dense"``);
+     ``failure()``: where an unsuccessful episode stopped, from a short fixed list of phrases
+     (``handrail eval`` counts the failed episodes by it).
 3. A scripted expert: ``reset(seed=None)`` and ``__call__(obs) -> float32 action in [-1, 1]``,
    constructed as ``Expert(config)``, using only the observation. Build actions with
    :func:`expert_action` so they go through the same ``encode_action`` as teleop.
@@ -38,7 +40,8 @@ per call, avoid chains of small NumPy calls). ``handrail bench sim`` shows the c
 
 Observations are a Dict: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), the task's keys, and uint8
 ``H x W x 3`` images for each name in ``config.cameras``. Reward is 1.0 on success (sparse) or the
-task's dense reward; ``info["success"]`` is set on every step. Success terminates the episode when
+task's dense reward; ``info["success"]`` is set on every step, and ``info["outcome"]`` on an
+episode's last: ``"success"`` or the task's :meth:`ArmEnv.failure`. Success terminates the episode when
 ``terminate_on_success`` (default, as in HIL-SERL); the time limit is reported as truncation.
 Observations are read after the last physics step's kinematics pass, i.e. they lag the physics
 by one step (2 ms).
@@ -59,6 +62,7 @@ from numpy.typing import ArrayLike
 
 from handrail.control.safety import SIM_TASK_LIMITS, SafetyFilter, SafetyLimits, SafetyReport
 from handrail.control.spaces import ActionConfig, EeCommand, encode_action
+from handrail.control.step import OUTCOME_KEY, SUCCESS_OUTCOME
 from handrail.control.transforms import quat_mul_floats, rotvec_to_quat_floats
 from handrail.sim import arm
 from handrail.sim._action_math import decode_scalar
@@ -258,6 +262,12 @@ class ArmEnv(gymnasium.Env):
         """Shaped reward used when ``config.reward == "dense"``."""
         return float(self.is_success())
 
+    def failure(self) -> str:
+        """How an unsuccessful episode ended, in a few words from a short fixed list per task
+        (evaluations count failed episodes by it): where the object or the tool stopped, not
+        why. Runs once per episode, on its last step."""
+        return "failed"
+
     def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Pose (position m, quaternion w, x, y, z; base frame) of each task object and goal.
 
@@ -441,7 +451,15 @@ class ArmEnv(gymnasium.Env):
         flags = {name: getattr(report, name) for name in _REPORT_FLAGS}
         info = {"success": success, "is_success": success, "safety": flags,
                 SIM_DIVERGED_KEY: diverged}  # fmt: skip
+        if terminated or truncated:
+            info[OUTCOME_KEY] = self._outcome(success, diverged)
         return self._get_obs(), reward, terminated, truncated, info
+
+    def _outcome(self, success: bool, diverged: bool) -> str:
+        """:data:`OUTCOME_KEY` of an episode's last step."""
+        if diverged:
+            return "the simulation diverged"
+        return SUCCESS_OUTCOME if success else self.failure()
 
     def _diverged_count(self) -> int:
         """How many times MuJoCo has found this simulation diverged (and reset it)."""

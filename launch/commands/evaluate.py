@@ -122,8 +122,12 @@ def evaluate(config: Annotated[EvalConfig, tyro.conf.arg(name="")]) -> int:
 def _failures(
     config: EvalConfig, result: EvalResult, folder: Path, prefix: str, fps: float
 ) -> None:
-    """With ``--failures``: the failed episodes' seeds, and their videos written and named."""
+    """How the failed episodes ended (where the env says: the sim tasks do); with
+    ``--failures`` their seeds first, and their videos written and named."""
+    ended = result.failures_line()
     if not config.failures:
+        if ended:
+            print(f"  {ended}")
         return
     if result.success_rate is None:
         print("  failed: unknown (the env reports no success flag)")
@@ -133,6 +137,8 @@ def _failures(
     seeds = [config.seed + i for i in result.failed_episodes()]
     shown = ", ".join(map(str, seeds)) if seeds else "none"
     print(f"  failed: {len(seeds)} of {result.episodes} (episode seeds: {shown})")
+    if ended:
+        print(f"  {ended}")
     for i, frames in result.failed_frames:
         name = f"{prefix}_failed_seed{config.seed + i}"
         print(f"  video: {write_video(folder, frames, name, fps)}")

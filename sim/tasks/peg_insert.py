@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import mujoco
 import numpy as np
@@ -217,6 +218,21 @@ class PegInsertEnv(ArmEnv):
         return peg_inserted(
             self.tip_in_hole_m(), self.hole_half_width_m, self.config.insert_depth_m
         )
+
+    FAR_M: ClassVar[float] = 0.05
+    """:meth:`failure`: a tip further than this beside the hole's centre is far from the socket."""
+
+    def failure(self) -> str:
+        """Where the tip stopped: far from the socket, down beside it (below the entry, off
+        the hole), on its rim (off the hole, not below the entry) or over the hole, short of
+        ``insert_depth_m``."""
+        local = self.tip_in_hole_m()
+        off = float(np.abs(local[:2]).max())
+        if off <= self.hole_half_width_m:
+            return "over the hole, not deep enough"
+        if off > self.FAR_M:
+            return "far from the socket"
+        return "down beside the socket" if local[2] < 0.0 else "on the socket's rim"
 
     def dense_reward(self) -> float:
         """1 on success, else 0.5 * reach term + 0.5 * inserted fraction."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from gymnasium import spaces
@@ -106,6 +107,25 @@ class PickCubeEnv(ArmEnv):
     def is_success(self) -> bool:
         """The cube is lifted high enough."""
         return self.lift_m() >= self.config.lift_height_m
+
+    LIFTED_M: ClassVar[float] = 0.01
+    """:meth:`failure`: a cube this far above its resting height is off the table."""
+    AT_CUBE_M: ClassVar[float] = 0.03
+    """:meth:`failure`: a tool centre point this close to the cube's centre is at it."""
+    ABOVE_M: ClassVar[float] = 0.05
+    """:meth:`failure`: a tool centre point this far above the cube has risen without it."""
+
+    def failure(self) -> str:
+        """Where the cube stopped: lifted but not ``lift_height_m``, or on the table with the
+        gripper above it, at it, or beside it."""
+        if self.lift_m() >= self.LIFTED_M:
+            return "cube lifted, not high enough"
+        offset = self._site_pos - self._cube()[:3]
+        if offset[2] > self.ABOVE_M:
+            return "gripper above the cube, not holding it"
+        if float(np.linalg.norm(offset)) <= self.AT_CUBE_M:
+            return "cube on the table, gripper at it"
+        return "cube on the table, gripper beside it"
 
     def dense_reward(self) -> float:
         """1 on success, else 0.5 * reach term + 0.5 * lifted fraction."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from gymnasium import spaces
@@ -130,6 +131,8 @@ class PushEnv(ArmEnv):
             else corners[np.argmax(np.linalg.norm(corners - puck, axis=1))]
         )
         self.data.mocap_pos[self.model.body("goal").mocapid[0]] = (goal[0], goal[1], 0.0)
+        self._puck_start_xy = puck.copy()
+        self._start_goal_distance_m = float(np.linalg.norm(goal - puck))
 
     def puck_pos(self) -> np.ndarray:
         """Puck centre (m)."""
@@ -161,6 +164,20 @@ class PushEnv(ArmEnv):
     def is_success(self) -> bool:
         """The puck's centre is inside the goal region."""
         return self.goal_distance_m() < self.config.success_radius_m
+
+    MOVED_M: ClassVar[float] = 0.01
+    """:meth:`failure`: a puck this far from where it started was pushed."""
+    _puck_start_xy: np.ndarray = np.zeros(2)
+    _start_goal_distance_m: float = 0.0
+
+    def failure(self) -> str:
+        """Where the puck stopped: where it started, nearer the goal than it started, or not."""
+        puck = self.puck_pos()[:2]
+        if float(np.linalg.norm(puck - self._puck_start_xy)) < self.MOVED_M:
+            return "puck not moved"
+        if self.goal_distance_m() < self._start_goal_distance_m:
+            return "puck pushed, short of the goal"
+        return "puck pushed, no nearer the goal"
 
     def dense_reward(self) -> float:
         """1 on success, else minus weighted tool-to-puck and puck-to-goal distances."""

@@ -86,6 +86,11 @@ class ReachEnv(ArmEnv):
         """Within tolerance of the goal."""
         return self.distance_m() < self.config.success_tolerance_m
 
+    def failure(self) -> str:
+        """Near the goal (within 3 tolerances) or far from it."""
+        near = self.distance_m() < 3.0 * self.config.success_tolerance_m
+        return "stopped near the goal" if near else "stopped far from the goal"
+
     def dense_reward(self) -> float:
         """1.0 on success, else minus the weighted distance."""
         if self.is_success():

@@ -161,3 +161,27 @@ def test_the_seed_streams_of_runs_and_of_one_run_never_overlap() -> None:
     assert max(run_seed(seed, s) for seed in range(100) for s in streams) < 2**32
     with pytest.raises(ValueError, match="non-negative"):
         run_seed(-1)
+
+
+def test_evaluate_counts_how_the_failed_episodes_ended() -> None:
+    """The env's ``info["outcome"]`` on an episode's last step, tallied over the failed ones."""
+
+    class SaysHow(CoinEnv):  # seeds 1 and 5 fail "short", 3 "far"; a win says "success"
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            if truncated:
+                seed = self.seeds[-1]
+                info["outcome"] = "success" if self.win else ("far" if seed == 3 else "short")
+            return obs, reward, terminated, truncated, info
+
+    result = evaluate(SaysHow(), lambda obs: np.zeros(1), episodes=6, seed=0)
+    assert result.outcomes == ("success", "short", "success", "far", "success", "short")
+    assert result.failure_outcomes() == [("short", 2), ("far", 1)]  # most frequent first
+    assert result.failures_line() == "how the 3 failed episodes ended: short 2, far 1"
+    one = evaluate(SaysHow(), lambda obs: np.zeros(1), episodes=2, seed=2)
+    assert one.failures_line() == "how the 1 failed episode ended: far 1"
+    silent = evaluate(CoinEnv(), lambda obs: np.zeros(1), episodes=4, seed=0)
+    assert silent.outcomes == (None,) * 4  # an env that names no outcome
+    assert silent.failure_outcomes() == [] and silent.failures_line() == ""
+    won = evaluate(SaysHow(), lambda obs: np.zeros(1), episodes=1, seed=0)
+    assert won.failure_outcomes() == [] and won.failures_line() == ""

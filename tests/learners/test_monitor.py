@@ -136,3 +136,20 @@ def test_the_plot_draws_the_baseline_as_a_level(
             monitor.evaluate_now(100)
             plots.append((tmp_path / name / "learning_curve.png").read_bytes())
     assert plots[0] != plots[1]
+
+
+def test_an_evaluation_record_says_how_its_failed_episodes_ended(tmp_path: Path) -> None:
+    """``failed_outcomes`` in metrics.jsonl, where the env names outcomes; absent otherwise."""
+    said = EvalResult(success_rate=0.25, ci_low=0.0, ci_high=1.0, mean_return=0.25,
+                      mean_length=4.0, episodes=4, successes=(False, True, False, False),
+                      outcomes=("far", "success", "short", "far"))  # fmt: skip
+    results = iter([said, result(0.5)])
+    with RunDir(tmp_path, tensorboard=False) as run:
+        monitor = RunMonitor(run, total_steps=100, eval_every=50,
+                             evaluate=lambda _: next(results), save_latest=lambda: None,
+                             save_best=lambda: None, video_fps=10.0, progress=False)  # fmt: skip
+        monitor.evaluate_now(50)
+        monitor.evaluate_now(100)
+        evals = run.read_metrics("eval")
+    assert evals[0]["failed_outcomes"] == {"far": 2, "short": 1}
+    assert "failed_outcomes" not in evals[1]  # an env that names none

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import gymnasium
+import mujoco
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
@@ -238,5 +239,44 @@ def test_a_diverged_simulation_ends_the_episode_truncated_and_says_so(reward: st
     _, r, terminated, truncated, info = env.step(action)
     assert info[SIM_DIVERGED_KEY] is True and truncated and not terminated
     assert r == 0.0 and info["success"] is False
+    assert info["outcome"] == "the simulation diverged"
     env.reset(seed=1)
     assert env.step(action)[4][SIM_DIVERGED_KEY] is False
+
+
+@pytest.mark.parametrize(
+    ("task", "outcome"),
+    [("reach", "stopped far from the goal"), ("pick_cube", "gripper above the cube, not holding it"),
+     ("push", "puck not moved"), ("peg_insert", "far from the socket")],
+)  # fmt: skip
+def test_the_last_step_says_how_an_idle_episode_ended(task: str, outcome: str) -> None:
+    """The arm holds still: only the episode's last step names the outcome."""
+    env = sim.make(task, episode_steps=5)
+    env.reset(seed=3)
+    infos = [env.step(np.zeros(env.action_space.shape, np.float32))[4] for _ in range(5)]
+    assert all("outcome" not in info for info in infos[:-1])
+    assert infos[-1]["outcome"] == outcome
+
+
+def test_pick_cube_failure_names_where_cube_and_gripper_stopped() -> None:
+    env = sim.make("pick_cube")
+    env.reset(seed=0)
+    raw = env.unwrapped
+    adr = raw.model.joint("cube").qposadr[0]
+    h = raw.config.cube_half_size_m
+
+    def place(dx: float, lift: float) -> str:  # the cube dx beside the tcp, lifted by lift
+        tcp = raw.data.site_xpos[raw.model.site("tcp").id]
+        raw.data.qpos[adr : adr + 3] = (tcp[0] + dx, tcp[1], h + lift)
+        mujoco.mj_forward(raw.model, raw.data)
+        assert not raw.is_success()
+        return raw.failure()
+
+    assert place(0.0, 0.0) == "gripper above the cube, not holding it"  # the tcp starts high
+    down = np.zeros(env.action_space.shape, np.float32)
+    down[2] = -1.0
+    for _ in range(15):  # the tool down to the safety box's floor, 2 cm above the cube's top
+        env.step(down)
+    assert place(0.0, 0.0) == "cube on the table, gripper at it"
+    assert place(0.2, 0.0) == "cube on the table, gripper beside it"
+    assert place(0.2, 0.03) == "cube lifted, not high enough"  # 3 cm of 10

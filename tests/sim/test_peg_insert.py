@@ -120,6 +120,21 @@ def test_success_detection_in_hand_made_states() -> None:
     _move_hole(raw, np.array([0.0, 0.0, 0.03]))
     _, reward, terminated, truncated, info = env.step(np.zeros(4, np.float32))
     assert info["success"] and terminated and not truncated and reward == 1.0
+    assert info["outcome"] == "success"
+
+
+def test_failure_names_where_the_tip_stopped() -> None:
+    env = sim.make("peg_insert")
+    env.reset(seed=0)
+    raw: PegInsertEnv = env.unwrapped
+    for entry_from_tip, outcome in [
+        ((0.0, 0.0, 0.015), "over the hole, not deep enough"),  # centred, 1.5 cm of 2 deep
+        ((0.03, 0.0, 0.02), "down beside the socket"),  # 3 cm off, below the entry
+        ((0.0, -0.015, -0.002), "on the socket's rim"),  # 1.5 cm off, 2 mm above the entry
+        ((0.0, 0.08, -0.05), "far from the socket"),
+    ]:
+        _move_hole(raw, np.array(entry_from_tip))
+        assert not raw.is_success() and raw.failure() == outcome, entry_from_tip
 
 
 def test_dense_reward_grows_as_the_tip_nears_the_hole() -> None:

@@ -91,6 +91,21 @@ def test_success_detection_in_hand_made_states() -> None:
     assert info["success"] and terminated and not truncated and reward == 1.0
 
 
+def test_failure_names_where_the_puck_stopped() -> None:
+    env = sim.make("push")
+    env.reset(seed=0)
+    raw: PushEnv = env.unwrapped
+    start, goal = raw.puck_pos()[:2], raw.goal_pos()[:2]
+    towards = (goal - start) / np.linalg.norm(goal - start)
+    assert raw.failure() == "puck not moved"
+    _place_puck(raw, start + 0.005 * towards)  # half a centimetre: not pushed
+    assert raw.failure() == "puck not moved"
+    _place_puck(raw, start + 0.03 * towards)
+    assert raw.failure() == "puck pushed, short of the goal"
+    _place_puck(raw, start - 0.03 * towards)
+    assert raw.failure() == "puck pushed, no nearer the goal"
+
+
 def test_dense_reward_is_higher_closer_to_the_goal() -> None:
     env = sim.make("push", reward="dense")
     env.reset(seed=0)

@@ -185,6 +185,8 @@ def test_eval_failures_lists_every_failed_seed_and_records_the_first(
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("failed: 3 of 3 (episode seeds: 40, 41, 42)") == 2, out
+    # reach names where the tool stopped: away from the goal, 3 tolerances off or more
+    assert out.count("how the 3 failed episodes ended: stopped far from the goal 3") == 2, out
     videos = run_dir / "videos"
     names = sorted(p.name for p in videos.glob("*failed*.mp4"))
     assert names == ["base_alone_failed_seed40.mp4", "base_alone_failed_seed41.mp4",
@@ -198,6 +200,7 @@ def test_eval_failures_lists_every_failed_seed_and_records_the_first(
     assert cli.main(["eval", str(residual_run), "--episodes", "2", "--failures", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("failed: 0 of 2 (episode seeds: none)") == 2, out
+    assert "how the" not in out
     assert not list((residual_run / "videos").glob("*failed*"))
     assert cli.main(["eval", str(residual_run), "--failures", "-1"]) == 2  # one line, no run
     assert "failures must be >= 0" in capsys.readouterr().err
