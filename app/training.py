@@ -218,6 +218,9 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
         eval_env.close()
     if last is not None:
         print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
+        if last.get("failed_outcomes"):
+            ended = ", ".join(f"{how} {n}" for how, n in last["failed_outcomes"].items())
+            print(f"handrail train: how its failed episodes ended: {ended}", file=sys.stderr)
     if trainer is not None and trainer.learner.pretrained and cfg.loop.normalize_obs:
         from handrail.learners.obs_norm import describe
 

@@ -6,7 +6,8 @@ Layout of a run folder::
       config.json            resolved training config (written once, read back by eval/resume)
       metrics.jsonl          one JSON object per line: {"kind", "env_steps", "wall_time_s", ...}
       tb/                    TensorBoard event files (tensorboardX)
-      learning_curve.png     success rate and return vs env steps and vs wall clock
+      learning_curve.png     success rate and return vs env steps and vs wall clock (and
+                             how the evaluations' failed episodes ended, where the env says)
       checkpoints/latest/    most recent checkpoint (learner-specific format)
       checkpoints/best/      checkpoint with the best evaluation success rate (then return);
                              a residual run's starts as its base alone (the ``baseline``
@@ -204,8 +205,10 @@ class RunDir:
         Success rate and return against env steps (left) and wall-clock minutes (right); eval
         records as markers, a running mean of training episodes as a thin line, a ``baseline``
         record (a residual's base alone) as a dashed level. With a human in
-        the loop, a third row shows the share of steps the person acted, and the training
-        success of episodes with and without an intervention.
+        the loop, another row shows the share of steps the person acted, and the training
+        success of episodes with and without an intervention. Where the evaluations say how
+        their failed episodes ended (``failed_outcomes``: the sim tasks), a last row stacks
+        the share of evaluation episodes that failed each way (:func:`failure_shares`).
         """
         import matplotlib
 
@@ -220,7 +223,8 @@ class RunDir:
                   "helped": e.get("success") if e["human_steps"] else None,
                   "alone": None if e["human_steps"] else e.get("success")}
                  for e in episodes if "human_steps" in e]  # fmt: skip
-        rows = 3 if human else 2
+        failed = failure_shares([*baselines[-1:], *evals])
+        rows = 2 + bool(human) + bool(failed[0])
         fig = Figure(figsize=(10, 3.25 * rows), layout="constrained")
         axes = fig.subplots(rows, 2)
         for col, (xkey, xlabel, scale) in enumerate(
@@ -251,6 +255,8 @@ class RunDir:
                 ax.set(xlabel=xlabel, ylabel="interventions (running mean)", ylim=(-0.03, 1.03))
                 ax.grid(alpha=0.3)
                 ax.legend(loc="best", fontsize=8)
+            if failed[0]:
+                _plot_failures(axes[rows - 1, col], failed, col, xlabel, scale)
         if title:
             fig.suptitle(title)
         tmp = self.plot_path.with_name(f".{PLOT_FILE}.tmp.png")
@@ -347,6 +353,46 @@ def _replace_from_temp(tmp: Path, path: Path, write: Callable[[Path], object]) -
 def _last_wall_time(records: Iterable[Mapping[str, Any]]) -> float:
     """The wall clock a run folder continues from: the latest ``wall_time_s`` logged."""
     return max((float(r.get("wall_time_s") or 0.0) for r in records), default=0.0)
+
+
+def failure_shares(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """How the evaluations' episodes failed, as shares of each evaluation's episodes.
+
+    Args:
+        records: ``eval`` (and ``baseline``) records in order; those with ``episodes`` count,
+            and their ``failed_outcomes`` ({outcome: episodes}) say how the failed ones ended
+            (none: none failed, or the env does not say).
+
+    Returns:
+        (outcomes, most frequent over all records first; xy: (records, 2) of each record's
+        ``env_steps`` and ``wall_time_s``; shares: (outcomes, records)). No outcomes at all if no
+        record names one.
+    """
+    kept = [r for r in records if r.get("episodes")]
+    totals: dict[str, int] = {}
+    for record in kept:
+        for outcome, count in (record.get("failed_outcomes") or {}).items():
+            totals[outcome] = totals.get(outcome, 0) + int(count)
+    outcomes = sorted(totals, key=lambda name: (-totals[name], name))
+    xy = np.array([[float(r.get("env_steps") or 0), float(r.get("wall_time_s") or 0)]
+                   for r in kept]).reshape(-1, 2)  # fmt: skip
+    shares = np.array([[float((r.get("failed_outcomes") or {}).get(name, 0)) / int(r["episodes"])
+                        for r in kept] for name in outcomes]).reshape(len(outcomes), len(kept))  # fmt: skip
+    return outcomes, xy, shares
+
+
+def _plot_failures(
+    ax: Any, failed: tuple[list[str], np.ndarray, np.ndarray], col: int, xlabel: str, scale: float
+) -> None:
+    """The last row of the learning curve: each way the evaluation episodes failed, stacked."""
+    outcomes, xy, shares = failed
+    ax.stackplot(xy[:, col] * scale, shares, labels=outcomes, alpha=0.8)
+    top = max(float(shares.sum(axis=0).max()) * 1.15, 0.05)  # the failures, not the axis
+    ax.set(xlabel=xlabel, ylabel="share of eval episodes failed", ylim=(0.0, top))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=7)
 
 
 def _plot_series(

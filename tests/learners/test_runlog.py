@@ -86,6 +86,32 @@ def test_plot_is_a_png_and_written_atomically(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_the_plot_stacks_how_evaluation_episodes_failed(tmp_path: Path) -> None:
+    """A row more where the evaluations say how their failed episodes ended."""
+    import imageio.v2 as imageio
+
+    from handrail.learners.runlog import failure_shares
+
+    def plot_height(records: list[tuple[str, int, dict]]) -> int:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        with RunDir(folder, tensorboard=False) as run:
+            for kind, step, metrics in records:
+                run.log(kind, step, {"success_rate": 0.5, "mean_return": 0.5, **metrics})
+            return int(imageio.imread(run.write_plot()).shape[0])
+
+    said = [("baseline", 0, {"episodes": 10, "failed_outcomes": {"far": 4, "short": 1}}),
+            ("eval", 100, {"episodes": 20, "failed_outcomes": {"short": 2}}),
+            ("eval", 200, {"episodes": 20})]  # fmt: skip
+    outcomes, xy, shares = failure_shares([metrics | {"env_steps": step}
+                                           for _, step, metrics in said])  # fmt: skip
+    assert outcomes == ["far", "short"]  # most frequent over the run first
+    assert xy[:, 0].tolist() == [0.0, 100.0, 200.0]
+    assert shares.tolist() == [[0.4, 0.0, 0.0], [0.1, 0.1, 0.0]]
+    silent = [("eval", 100, {"episodes": 20}), ("eval", 200, {"episodes": 20})]
+    assert failure_shares([m for _, _, m in silent])[0] == []
+    assert plot_height(said) == plot_height(silent) * 3 // 2  # 3 rows of 3.25 in, not 2
+
+
 def test_video_is_an_mp4_at_the_given_rate(tmp_path: Path) -> None:
     frames = [np.full((32, 32, 3), i * 20, np.uint8) for i in range(10)]
     with RunDir(tmp_path, tensorboard=False) as run:

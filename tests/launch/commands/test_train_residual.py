@@ -263,3 +263,22 @@ def test_a_resumed_run_continues_the_progressive_schedule(tmp_path: Path) -> Non
     assert config["residual_enable_steps"] == 1000 and config["steps"] == 120
     metrics = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert metrics.count('"kind": "baseline"') == 1  # measured once, before the first step
+
+
+def test_a_run_says_how_its_evaluations_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every evaluation record counts how its failed episodes ended, the closing lines say it
+    for the last one, and the learning curve gains a row that stacks them."""
+    import imageio.v2 as imageio
+
+    run_dir = tmp_path / "run"
+    assert train_cmd.train(residual_config(run_dir, f"{__name__}:away_from_goal")) == 0
+    err = capsys.readouterr().err
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] in ("baseline", "eval")]
+    assert len(evals) == 2 and all(r["success_rate"] == 0.0 for r in evals)  # it never reaches
+    assert all(r["failed_outcomes"] == {"stopped far from the goal": 2} for r in evals)
+    assert "handrail train: how its failed episodes ended: stopped far from the goal 2" in err
+    height = imageio.imread(run_dir / "learning_curve.png").shape[0]
+    assert height == 3 * 3.25 * 80  # three rows of 3.25 inches at 80 dpi: the failures' row
