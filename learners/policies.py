@@ -89,6 +89,11 @@ def load_run_policy(
         which: ``best`` or ``latest``, for a run folder.
         deterministic: act with the mean action (SAC); BC and SB3 policies are deterministic.
         seed: the PRNG seed of a stochastic SAC policy.
+
+    A chunked BC policy keeps its chunk (or its temporal ensemble) from step to step: call its
+    ``reset(seed=...)`` at every episode's start, as :class:`~handrail.learners.actor.Actor`
+    (and so ``evaluate``, ``actor_node``) does. Stepped across episodes without it, the
+    8-action pick_cube base read 76%, not 87%, on the same 100 episodes.
     """
     ckpt, run_config = locate_checkpoint(path, which)
     run_config = run_config or {}
