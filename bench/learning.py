@@ -206,7 +206,7 @@ def stopped_short(folder: Path, steps: int | None) -> bool:
 
 
 def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
-    """Success of the run's last policy on fresh episodes."""
+    """Success of the run's last policy on fresh episodes (and how its failures ended)."""
     from handrail.app.runs import run_env
     from handrail.learners.evaluation import evaluate
     from handrail.learners.policies import load_run_policy
@@ -215,7 +215,7 @@ def _final_eval(folder: Path, episodes: int) -> dict[str, Any]:
     env = run_env(run)
     result = evaluate(env, run.policy, episodes, FINAL_SEED, success_key=run.success_key)
     env.close()
-    return result.as_dict()
+    return result.as_record()
 
 
 def execute(

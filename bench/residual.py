@@ -19,7 +19,9 @@ what a robot pays: the failed training episodes until each arm's threshold ("≥
 never reached it: all its failed episodes). Goals: no evaluation more than 10 points below the
 base, and the residual's failed episodes to 95% at most a third of SAC's to 90%. A second table
 says where the residual's failed episodes are: in its warm-up, in its critic-only blocks (the
-base acting alone) or once its actor may act, by the env step each episode ended at. Runs,
+base acting alone) or once its actor may act, by the env step each episode ended at. A third
+says how each policy's failed episodes of the final evaluation ended (the task's own words,
+``handrail eval``'s count), the base alone's beside them. Runs,
 demonstrations and the base are kept in ``--out`` and reused, so the bench can be stopped and
 continued (``--fresh`` redoes the runs).
 """
@@ -43,14 +45,14 @@ from handrail.bench.learning import (
     summarize_run,
     sustained_at,
 )
-from handrail.learners.evaluation import EVAL_SEED_OFFSET, run_seed
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, run_seed
 from handrail.learners.runlog import CONFIG_FILE, METRICS_FILE
 
 RESIDUAL: Final = "residual"
 SAC: Final = "sac"
 NO_DEMOS: Final = "sac-nodemos"
 GOALS = {RESIDUAL: 0.95, SAC: 0.9, NO_DEMOS: 0.9}
-"""Sustained success each arm is timed to."""
+"""Sustained success each arm is timed to (its keys, in order: the arms)."""
 # The base is `handrail bc` on the task's preset (app/config.py): its BC settings and
 # the observation keys both arms train with. On peg_insert those are only where to go next
 # (``entry_from_tip_dm``, ``hole_yaw_from_peg_rad``): from the absolute poses of 10 demos every
@@ -137,11 +139,12 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
             raise RuntimeError(f"bench residual: handrail bc on {store} failed")
     base_file = folder / "base.json"
     spec = f"bc:{bc_run}"
-    if not base_file.is_file():
-        base_file.write_text(json.dumps(
-            {"base_success": base_success(task, spec, cfg.final_episodes, FINAL_SEED),
-             "base_episodes": cfg.final_episodes}))  # fmt: skip
-    info = json.loads(base_file.read_text())
+    info = json.loads(base_file.read_text()) if base_file.is_file() else {}
+    if "base_failed_outcomes" not in info:  # new, or kept from before outcomes were counted
+        final = base_evaluation(task, spec, cfg.final_episodes, FINAL_SEED)
+        info.update(base_success=final.success_rate, base_episodes=cfg.final_episodes,
+                    base_failed_outcomes=dict(final.failure_outcomes()))  # fmt: skip
+        base_file.write_text(json.dumps(info))
     # "first seed/episodes" -> the base on those evaluation episodes (a run of seed s evaluates
     # from run_seed(s, EVAL_SEED_OFFSET); keyed by it, a table measured on other streams is
     # never reused)
@@ -152,16 +155,16 @@ def prepare_base(cfg: BenchResidualConfig, task: str) -> dict[str, Any]:
 
     missing = [s for s in cfg.seeds if key(s) not in on_evals]
     for seed in missing:
-        on_evals[key(seed)] = base_success(task, spec, cfg.eval_episodes,
-                                           run_seed(seed, EVAL_SEED_OFFSET))  # fmt: skip
+        on_evals[key(seed)] = base_evaluation(task, spec, cfg.eval_episodes,
+                                              run_seed(seed, EVAL_SEED_OFFSET)).success_rate  # fmt: skip
     if missing:
         base_file.write_text(json.dumps(info))
     this = {str(s): on_evals[key(s)] for s in cfg.seeds}
     return {"store": store, "base": spec, **info, "base_on_evals": this}
 
 
-def base_success(task: str, spec: str, episodes: int, seed: int) -> float:
-    """The base alone on ``episodes`` episodes from ``seed`` on."""
+def base_evaluation(task: str, spec: str, episodes: int, seed: int) -> EvalResult:
+    """The base alone on ``episodes`` episodes from ``seed`` on (its success rate is set)."""
     from handrail.app.bases import make_base
     from handrail.app.config import preset
     from handrail.app.envs import make_env
@@ -175,7 +178,7 @@ def base_success(task: str, spec: str, episodes: int, seed: int) -> float:
     env.close()
     if result.success_rate is None:  # a handrail task reports success on every episode
         raise RuntimeError(f"bench residual: {task} reported no success flag")
-    return float(result.success_rate)
+    return result
 
 
 def plan(cfg: BenchResidualConfig, bases: dict[str, dict[str, Any]]) -> list[Run]:
@@ -255,6 +258,36 @@ def phase_table(rows: list[dict[str, Any]]) -> list[str]:
         end = f"95% at {until:,}" if until else f"{row['trained_steps']:,} (no 95%)"
         lines.append(f"| {row['task']} | {row['seed']} | {cells} | {end} |")
     return lines if len(lines) > 2 else []
+
+
+def failure_table(rows: list[dict[str, Any]], bases: dict[str, dict[str, Any]]) -> list[str]:
+    """How each policy's failed episodes of the final evaluation ended (the base alone's and
+    every run's last policy's, on the same fresh episodes), where the task says."""
+    lines = ["| task | policy | seed | final success | how its failed episodes ended |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    said = False
+    for task in sorted(bases):
+        base = bases[task]
+        said |= bool(base.get("base_failed_outcomes"))
+        lines.append(f"| {task} | the base alone | | {base['base_success']:.0%} | "
+                     f"{_ended(base['base_success'], base.get('base_failed_outcomes'))} |")  # fmt: skip
+        for row in sorted((r for r in rows if r["task"] == task),
+                          key=lambda r: (list(GOALS).index(r["learner"]), r["seed"])):  # fmt: skip
+            final = row["final"]
+            said |= bool(final.get("failed_outcomes"))
+            lines.append(f"| {task} | {row['learner']} | {row['seed']} | "
+                         f"{final['success_rate']:.0%} | "
+                         f"{_ended(final['success_rate'], final.get('failed_outcomes'))} |")  # fmt: skip
+    return lines if said else []
+
+
+def _ended(rate: float, outcomes: dict[str, int] | None) -> str:
+    """One cell: ``outcome n, ...``; none failed; or not counted (a run from before)."""
+    if rate >= 1.0:
+        return "none failed"
+    if not outcomes:
+        return "not counted"
+    return ", ".join(f"{how} {n}" for how, n in outcomes.items())
 
 
 def _records(run: Run) -> list[dict[str, Any]]:
@@ -408,6 +441,10 @@ def bench_residual(cfg: Annotated[BenchResidualConfig, tyro.conf.arg(name="")]) 
     if phases:
         lines += ["", "The residual's failed training episodes by phase (failed/ended):", "",
                   *phases]  # fmt: skip
+    ended = failure_table(rows, bases)
+    if ended:
+        lines += ["", f"How the final evaluation's failed episodes ended ({cfg.final_episodes} "
+                  "fresh episodes, the same for every policy):", "", *ended]  # fmt: skip
     (cfg.out / "bench_residual.json").write_text(json.dumps(
         {"config": asdict(cfg), "bases": bases, "rows": rows}, default=str, indent=1))  # fmt: skip
     (cfg.out / "bench_residual.md").write_text("\n".join(lines) + "\n")

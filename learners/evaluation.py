@@ -123,6 +123,15 @@ class EvalResult:
             "episodes": self.episodes,
         }
 
+    def as_record(self) -> dict[str, Any]:
+        """:meth:`as_dict`, and how the failed episodes ended where the env says
+        (``failed_outcomes``: {outcome: episodes}, most frequent first): what a run's
+        ``metrics.jsonl`` and a bench's ``final.json`` keep of an evaluation."""
+        record: dict[str, Any] = dict(self.as_dict())
+        if tally := self.failure_outcomes():
+            record["failed_outcomes"] = dict(tally)
+        return record
+
     def summary(self) -> str:
         """One human-readable line."""
         text = f"{self.episodes} episodes: "

@@ -143,7 +143,7 @@ class RunMonitor:
             return self.baseline
         seconds, result = self._timed_evaluate(env_steps)
         self.baseline = self.run.log("baseline", env_steps, {
-            **_summary(result), "policy": self.baseline_name, "eval_s": seconds})  # fmt: skip
+            **result.as_record(), "policy": self.baseline_name, "eval_s": seconds})  # fmt: skip
         if getattr(result, "frames", None):
             self.run.write_video(result.frames, "baseline", self.video_fps)
         self.best_record = self.baseline
@@ -176,7 +176,7 @@ class RunMonitor:
         told apart from evaluation time (``train_time_s``).
         """
         seconds, result = self._timed_evaluate(env_steps)
-        record = self.run.log("eval", env_steps, {**_summary(result), "eval_s": seconds,
+        record = self.run.log("eval", env_steps, {**result.as_record(), "eval_s": seconds,
                               "train_time_s": self.run.wall_time_s() - self.eval_seconds})  # fmt: skip
         if getattr(result, "frames", None):
             self.run.write_video(result.frames, f"eval_{env_steps:08d}", self.video_fps)
@@ -237,16 +237,6 @@ class RunMonitor:
 
 def _percent(score: tuple[float, float] | None) -> str:
     return "none" if score is None or score[0] < 0 else f"{score[0]:.0%}"
-
-
-def _summary(result: Any) -> dict[str, Any]:
-    """An evaluation's record: its scalars, and how its failed episodes ended where the env
-    says (``failed_outcomes``: {outcome: episodes}; the sim tasks say)."""
-    record: dict[str, Any] = dict(result.as_dict())
-    outcomes = getattr(result, "failure_outcomes", None)
-    if outcomes is not None and (tally := outcomes()):
-        record["failed_outcomes"] = dict(tally)
-    return record
 
 
 def _eval_score(record: Mapping[str, Any]) -> tuple[float, float]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from handrail.app.config import bc_preset, preset
 from handrail.bench import residual as res
 from handrail.bench.learning import Run
-from handrail.learners.evaluation import EVAL_SEED_OFFSET, run_seed
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, run_seed
 
 BASES = {
     "pick_cube": {
@@ -90,6 +90,25 @@ def test_the_residuals_failed_episodes_are_counted_by_phase(tmp_path: Path) -> N
     assert "phases" not in sac and len(res.phase_table([row, sac])) == 3  # residual rows only
 
 
+def test_a_third_table_says_how_each_policys_final_failures_ended(tmp_path: Path) -> None:
+    """The final evaluation's failed episodes by how they ended: the base alone's, then each
+    arm's seeds; a run that failed none and one from before outcomes were counted say so."""
+    residual = res.summarize(_fake(tmp_path / "r", res.RESIDUAL, [0.5, 0.96]))
+    residual["final"] = {"success_rate": 0.96, "failed_outcomes": {"far": 3, "rim": 1}}
+    sac = res.summarize(_fake(tmp_path / "s", res.SAC, [0.5, 1.0]))  # final 100%
+    old = {**res.summarize(_fake(tmp_path / "o", res.SAC, [0.5, 0.9])), "seed": 1}
+    bases = {"pick_cube": {**BASES["pick_cube"], "base_failed_outcomes": {"far": 50, "rim": 8}}}
+    assert res.failure_table([old, sac, residual], bases) == [
+        "| task | policy | seed | final success | how its failed episodes ended |",
+        "|---|---|---|---|---|",
+        "| pick_cube | the base alone | | 42% | far 50, rim 8 |",
+        "| pick_cube | residual | 0 | 96% | far 3, rim 1 |",  # the arms in order, then seeds
+        "| pick_cube | sac | 0 | 100% | none failed |",
+        "| pick_cube | sac | 1 | 90% | not counted |",
+    ]
+    assert res.failure_table([old, sac], BASES) == []  # nothing counted: no table
+
+
 def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -98,11 +117,12 @@ def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     (folder / "bc" / "checkpoints" / "best").mkdir(parents=True)
     calls = []
 
-    def fake(task: str, spec: str, episodes: int, seed: int) -> float:
+    def fake(task: str, spec: str, episodes: int, seed: int) -> EvalResult:
         calls.append((episodes, seed))
-        return 0.5
+        return EvalResult(0.5, 0.0, 1.0, 0.5, 10.0, 2, successes=(True, False),
+                          outcomes=("success", "far"))  # fmt: skip
 
-    monkeypatch.setattr(res, "base_success", fake)
+    monkeypatch.setattr(res, "base_evaluation", fake)
     cfg = res.BenchResidualConfig(tasks=("pick_cube",), seeds=(0, 2), out=tmp_path)
     info = res.prepare_base(cfg, "pick_cube")
     # the final evaluation's episodes, then each seed's: handrail train evaluates seed s from
@@ -110,6 +130,7 @@ def test_the_base_is_measured_on_each_seeds_evaluation_episodes(
     two = run_seed(2, EVAL_SEED_OFFSET)
     assert calls == [(100, res.FINAL_SEED), (50, 10_000), (50, two)] and two > 10_000 + 50
     assert info["base_on_evals"] == {"0": 0.5, "2": 0.5}  # by seed, for the table
+    assert info["base_failed_outcomes"] == {"far": 1}  # how the base failed, for the third
     res.prepare_base(cfg, "pick_cube")  # kept in base.json: not measured again
     assert len(calls) == 3
     # base.json keeps the number per first episode seed and episode count: other evaluations
