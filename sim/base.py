@@ -41,7 +41,7 @@ per call, avoid chains of small NumPy calls). ``handrail bench sim`` shows the c
 Observations are a Dict: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), the task's keys, and uint8
 ``H x W x 3`` images for each name in ``config.cameras``. Reward is 1.0 on success (sparse) or the
 task's dense reward; ``info["success"]`` is set on every step, and ``info["outcome"]`` on an
-episode's last: ``"success"`` or the task's :meth:`ArmEnv.failure`. Success terminates the episode when
+episode's last: ``"success"`` or the task's :meth:`ArmEnv.failure` (where it names one). Success terminates the episode when
 ``terminate_on_success`` (default, as in HIL-SERL); the time limit is reported as truncation.
 Observations are read after the last physics step's kinematics pass, i.e. they lag the physics
 by one step (2 ms).
@@ -262,11 +262,12 @@ class ArmEnv(gymnasium.Env):
         """Shaped reward used when ``config.reward == "dense"``."""
         return float(self.is_success())
 
-    def failure(self) -> str:
+    def failure(self) -> str | None:
         """How an unsuccessful episode ended, in a few words from a short fixed list per task
         (evaluations count failed episodes by it): where the object or the tool stopped, not
-        why. Runs once per episode, on its last step."""
-        return "failed"
+        why. Runs once per episode, on its last step. None (a task that names none): the
+        episode's last step then says nothing of how it failed."""
+        return None
 
     def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Pose (position m, quaternion w, x, y, z; base frame) of each task object and goal.
@@ -451,12 +452,12 @@ class ArmEnv(gymnasium.Env):
         flags = {name: getattr(report, name) for name in _REPORT_FLAGS}
         info = {"success": success, "is_success": success, "safety": flags,
                 SIM_DIVERGED_KEY: diverged}  # fmt: skip
-        if terminated or truncated:
-            info[OUTCOME_KEY] = self._outcome(success, diverged)
+        if (terminated or truncated) and (outcome := self._outcome(success, diverged)):
+            info[OUTCOME_KEY] = outcome
         return self._get_obs(), reward, terminated, truncated, info
 
-    def _outcome(self, success: bool, diverged: bool) -> str:
-        """:data:`OUTCOME_KEY` of an episode's last step."""
+    def _outcome(self, success: bool, diverged: bool) -> str | None:
+        """:data:`OUTCOME_KEY` of an episode's last step (None: the task names none)."""
         if diverged:
             return "the simulation diverged"
         return SUCCESS_OUTCOME if success else self.failure()

@@ -258,6 +258,20 @@ def test_the_last_step_says_how_an_idle_episode_ended(task: str, outcome: str) -
     assert infos[-1]["outcome"] == outcome
 
 
+def test_a_task_that_names_no_failures_says_only_success() -> None:
+    """ArmEnv's default ``failure()`` names none: no outcome, not a word that says nothing."""
+    from handrail.sim.base import ArmEnv
+    from handrail.sim.tasks.reach import ReachConfig, ReachEnv
+
+    class Plain(ReachEnv):
+        failure = ArmEnv.failure
+
+    env = Plain(ReachConfig(episode_steps=2))
+    env.reset(seed=3)
+    infos = [env.step(np.zeros(env.action_space.shape, np.float32))[4] for _ in range(2)]
+    assert not infos[-1]["success"] and all("outcome" not in info for info in infos)
+
+
 def test_pick_cube_failure_names_where_cube_and_gripper_stopped() -> None:
     env = sim.make("pick_cube")
     env.reset(seed=0)
