@@ -45,7 +45,7 @@ from handrail.app.runs import (
 )
 from handrail.app.train_demos import load_demos
 from handrail.learners.checkpoint import CheckpointError, read_json
-from handrail.learners.evaluation import run_seed
+from handrail.learners.evaluation import outcomes_text, run_seed
 
 _RESUMABLE = ("resume", "steps", "progress", "stop_at_success")
 """Options that may change when a run is resumed (the rest come from its config.json)."""
@@ -219,7 +219,7 @@ def train(config: TrainConfig, settings: Settings | None = None) -> int:
     if last is not None:
         print(f"handrail train: last eval {json.dumps(_short(last))}", file=sys.stderr)
         if last.get("failed_outcomes"):
-            ended = ", ".join(f"{how} {n}" for how, n in last["failed_outcomes"].items())
+            ended = outcomes_text(last["failed_outcomes"])
             print(f"handrail train: how its failed episodes ended: {ended}", file=sys.stderr)
     if trainer is not None and trainer.learner.pretrained and cfg.loop.normalize_obs:
         from handrail.learners.obs_norm import describe

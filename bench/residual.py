@@ -45,7 +45,7 @@ from handrail.bench.learning import (
     summarize_run,
     sustained_at,
 )
-from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, run_seed
+from handrail.learners.evaluation import EVAL_SEED_OFFSET, EvalResult, outcomes_text, run_seed
 from handrail.learners.runlog import CONFIG_FILE, METRICS_FILE
 
 RESIDUAL: Final = "residual"
@@ -287,7 +287,7 @@ def _ended(rate: float, outcomes: dict[str, int] | None) -> str:
         return "none failed"
     if not outcomes:
         return "not counted"
-    return ", ".join(f"{how} {n}" for how, n in outcomes.items())
+    return outcomes_text(outcomes)
 
 
 def _records(run: Run) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,13 @@ def env_fps(env: Any) -> float:
     if fps is not None and fps > 0:
         return float(fps)
     return DEFAULT_VIDEO_FPS
+
+
+def outcomes_text(tally: Iterable[tuple[str, int]] | Mapping[str, int]) -> str:
+    """``outcome n, outcome n, ...`` of a count of how episodes ended (pairs or a mapping, as
+    :meth:`EvalResult.failure_outcomes` and a record's ``failed_outcomes`` hold it)."""
+    pairs = tally.items() if isinstance(tally, Mapping) else tally
+    return ", ".join(f"{outcome} {count}" for outcome, count in pairs)
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -108,9 +115,8 @@ class EvalResult:
         if not tally:
             return ""
         failed = sum(count for _, count in tally)
-        ended = ", ".join(f"{outcome} {count}" for outcome, count in tally)
         noun = "episode" if failed == 1 else "episodes"
-        return f"how the {failed} failed {noun} ended: {ended}"
+        return f"how the {failed} failed {noun} ended: {outcomes_text(tally)}"
 
     def as_dict(self) -> dict[str, float | int | None]:
         """Scalar summary for logging (no per-episode lists, no frames)."""
