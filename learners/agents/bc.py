@@ -102,6 +102,14 @@ class BCConfig:
     image_shift: int = 4
     """Camera keys: each training batch shifts every frame by its own random offset of up to
     this many pixels (0 = off); validation and acting never do."""
+    flow_steps: int = 0
+    """0: regress the actions (mean squared error). K > 0: a flow-matching policy, a generative
+    base: a velocity field trained to carry Gaussian noise to the demonstrations' action chunks
+    (Lipman et al. 2023; pi0's action expert), integrated in K Euler steps when acting. Its
+    noise is what a steering learner chooses (``--steer``; DSRL, Wagenmaker et al. 2025)."""
+    flow_noise: float = 1.0
+    """A flow policy acting alone draws its noise from N(0, flow_noise^2) (seeded by each
+    episode's reset seed); 0 acts deterministically from zero noise."""
 
     def __post_init__(self) -> None:
         for name in _TUPLE_FIELDS:
@@ -116,6 +124,8 @@ class BCConfig:
             "steps": self.steps >= 1,
             "eval_every": self.eval_every >= 1,
             "val_fraction": 0.0 <= self.val_fraction < 1.0,
+            "flow_steps": self.flow_steps >= 0,
+            "flow_noise": self.flow_noise >= 0,
             **image_checks(self.image_channels, self.image_strides, self.image_features,
                            self.image_shift, self.image_kernels),
         }  # fmt: skip
@@ -124,6 +134,7 @@ class BCConfig:
             raise ValueError(
                 f"BCConfig: invalid {', '.join(bad)} (need widths/horizon/batch/steps >= 1, "
                 "1 <= execute <= horizon, lr > 0, weight_decay >= 0, val_fraction in [0, 1), "
+                "flow_steps and flow_noise >= 0, "
                 f"{IMAGE_NEEDS})"
             )
 
@@ -142,12 +153,18 @@ class BCConfig:
         """The policy network for ``action_dim`` actions, reading ``cameras`` through an
         encoder each (none: the state alone)."""
         return BCNet(self.hidden_dims, self.horizon, action_dim, cameras, self.image_channels,
-                     self.image_strides, self.image_features, self.image_kernels)  # fmt: skip
+                     self.image_strides, self.image_features, self.image_kernels,
+                     self.flow_steps > 0)  # fmt: skip
 
 
 class BCNet(nn.Module):
     """MLP -> ``horizon * action_dim`` outputs squashed by tanh, shaped (..., horizon, A); with
-    ``cameras``, the MLP reads their encoder's features after the state."""
+    ``cameras``, the MLP reads their encoder's features after the state.
+
+    A ``flow`` net also reads a noisy chunk ``noisy`` (..., horizon, A) and its time ``t``
+    (..., 1) in [0, 1] (with sine features) and returns the velocity that carries it towards
+    the data, unsquashed.
+    """
 
     hidden_dims: tuple[int, ...]
     horizon: int
@@ -157,18 +174,46 @@ class BCNet(nn.Module):
     image_strides: tuple[int, ...] = (2, 2, 2, 1)
     image_features: int = 64
     image_kernels: tuple[int, ...] = ()
+    flow: bool = False
 
     @nn.compact
-    def __call__(self, obs: jax.Array, frames: tuple[jax.Array, ...] = ()) -> jax.Array:
+    def __call__(
+        self,
+        obs: jax.Array,
+        frames: tuple[jax.Array, ...] = (),
+        noisy: jax.Array | None = None,
+        t: jax.Array | None = None,
+    ) -> jax.Array:
         x = obs
         if self.cameras:  # uint8 frames, one (..., H, W, C) per camera
             encoder = CameraEncoders(self.cameras, self.image_channels, self.image_strides,
                                      self.image_features, self.image_kernels,
                                      name="encoder")  # fmt: skip
             x = jnp.concatenate([obs, encoder(frames)], axis=-1)
+        shape = (*obs.shape[:-1], self.horizon, self.action_dim)
+        if self.flow:
+            if noisy is None or t is None:
+                raise ValueError("a flow BCNet needs the noisy chunk and its time")
+            angles = t * jnp.pi * 2.0 ** jnp.arange(4)
+            x = jnp.concatenate([x, noisy.reshape((*obs.shape[:-1], -1)), t,
+                                 jnp.sin(angles), jnp.cos(angles)], axis=-1)  # fmt: skip
         x = MLP(self.hidden_dims)(x)
-        out = nn.Dense(self.horizon * self.action_dim)(x)
-        return jnp.tanh(out).reshape((*obs.shape[:-1], self.horizon, self.action_dim))
+        out = nn.Dense(self.horizon * self.action_dim)(x).reshape(shape)
+        return out if self.flow else jnp.tanh(out)
+
+
+def flow_sample(
+    net: BCNet, params: Any, obs: jax.Array, frames: tuple[jax.Array, ...], noise: jax.Array,
+    steps: int,
+) -> jax.Array:  # fmt: skip
+    """The chunks (..., horizon, A) a flow ``net`` makes of ``noise`` (same shape) on ``obs``:
+    ``steps`` Euler steps of its velocity from t = 0 to 1, clipped to [-1, 1]."""
+    chunk, dt = noise, 1.0 / steps
+    for i in range(steps):
+        t = jnp.full((*obs.shape[:-1], 1), i * dt, obs.dtype)
+        velocity: jax.Array = net.apply({"params": params}, obs, frames, chunk, t)  # type: ignore[assignment]
+        chunk = chunk + dt * velocity
+    return jnp.clip(chunk, -1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -283,23 +328,39 @@ def train_bc(
     norm = ((obs - mean) / std).astype(np.float32)
     net = config.net(action_spec.dim, obs_spec.images)
     key = jax.random.PRNGKey(config.seed)
-    params = net.init(key, jnp.zeros((1, obs.shape[1])), tuple(f[:1] for f in frames))["params"]
+    flow = config.flow_steps > 0
+    dummy = jnp.zeros((1, config.horizon, action_spec.dim)) if flow else None
+    params = net.init(key, jnp.zeros((1, obs.shape[1])), tuple(f[:1] for f in frames), dummy,
+                      jnp.zeros((1, 1)) if flow else None)["params"]  # fmt: skip
     tx = optax.adamw(config.lr, weight_decay=config.weight_decay)
 
-    def sums(p: Any, rows: jax.Array, k: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+    def sums(
+        p: Any, rows: jax.Array, k: jax.Array | None, k_flow: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
         """The masked squared error of ``rows`` summed, and their mask's sum; ``k``: shift
-        each frame by its own random offset (training only)."""
+        each frame by its own random offset (training only); ``k_flow``: a flow policy's
+        noise and times (the error is then its velocity's)."""
         seen = tuple(f[rows] for f in frames)
         if seen and k is not None and config.image_shift > 0:
             keys = jax.random.split(k, len(seen))
             shift = config.image_shift
             seen = tuple(random_shift(f, kk, shift) for f, kk in zip(seen, keys, strict=True))
-        pred: jax.Array = net.apply({"params": p}, norm_d[rows], seen)  # type: ignore[assignment]
-        err = jnp.mean((pred - targets_d[rows]) ** 2, axis=-1)
+        target = targets_d[rows]
+        if flow:
+            assert k_flow is not None
+            k_noise, k_time = jax.random.split(k_flow)
+            noise = jax.random.normal(k_noise, target.shape)
+            t = jax.random.uniform(k_time, (target.shape[0], 1))
+            noisy = (1.0 - t[:, :, None]) * noise + t[:, :, None] * target
+            pred = net.apply({"params": p}, norm_d[rows], seen, noisy, t)
+            target = target - noise  # the straight path's velocity
+        else:
+            pred = net.apply({"params": p}, norm_d[rows], seen)
+        err = jnp.mean((pred - target) ** 2, axis=-1)  # type: ignore[operator]
         return jnp.sum(err * mask_d[rows]), jnp.sum(mask_d[rows])
 
-    def loss_fn(p: Any, rows: jax.Array, k: jax.Array | None) -> jax.Array:
-        total, weight = sums(p, rows, k)
+    def loss_fn(p: Any, rows: jax.Array, k: jax.Array | None, k_flow: jax.Array | None) -> Any:
+        total, weight = sums(p, rows, k, k_flow)
         return total / jnp.maximum(weight, 1.0)
 
     norm_d, targets_d, mask_d = (jnp.asarray(a) for a in (norm, targets, mask))
@@ -308,10 +369,11 @@ def train_bc(
 
     def one(carry: tuple[Any, Any], kk: jax.Array) -> tuple[tuple[Any, Any], jax.Array]:
         p, opt = carry
+        kk, k_flow = jax.random.split(kk) if flow else (kk, None)
         # A state policy draws its rows from ``kk`` itself, as before cameras came in.
         k_rows, k_shift = jax.random.split(kk) if frames else (kk, None)
         rows = train_d[jax.random.randint(k_rows, (batch,), 0, train_d.shape[0])]
-        loss, grads = jax.value_and_grad(loss_fn)(p, rows, k_shift)
+        loss, grads = jax.value_and_grad(loss_fn)(p, rows, k_shift, k_flow)
         updates, opt = tx.update(grads, opt, p)
         return (optax.apply_updates(p, updates), opt), loss
 
@@ -320,10 +382,14 @@ def train_bc(
     ]
 
     val_sums = jax.jit(sums)
+    # A flow policy's validation loss draws the same noise and times at every evaluation.
+    val_keys = jax.random.split(jax.random.PRNGKey(config.seed + 1), len(val_chunks))
 
     def validate(p: Any) -> jax.Array:
         """The validation loss, in chunks of at most 512 rows (frames need the memory)."""
-        parts = [val_sums(p, rows, None) for rows in val_chunks] if val_rows.size else []
+        parts = ([val_sums(p, rows, None, k if flow else None)
+                  for rows, k in zip(val_chunks, val_keys, strict=True)]
+                 if val_rows.size else [])  # fmt: skip
         if not parts:
             return jnp.asarray(jnp.nan)
         return sum(t for t, _ in parts) / jnp.maximum(sum(w for _, w in parts), 1.0)
@@ -407,6 +473,15 @@ def load_bc_policy(path: str | Path, encoder: Any = None) -> BasePolicy:
     Raises:
         ValueError: the folder is not a BC checkpoint (a SAC checkpoint is named as such).
     """
+    return load_bc(path, encoder).per_step()
+
+
+def load_bc(path: str | Path, encoder: Any = None) -> BCPolicy:
+    """A BC checkpoint's policy, chunks and all (:class:`BCPolicy`); see :func:`load_bc_policy`.
+
+    Raises:
+        ValueError: the folder is not a BC checkpoint (a SAC checkpoint is named as such).
+    """
     path = Path(path)
     if not (path / META_FILE).is_file():
         hint = (" it is a SAC checkpoint: use run:PATH as a base, or load_policy"
@@ -424,27 +499,77 @@ def load_bc_policy(path: str | Path, encoder: Any = None) -> BasePolicy:
     state_spec, cameras = obs_spec.state_spec(), obs_spec.images
     net = config.net(action_spec.dim, cameras)
     zeros = tuple(jnp.zeros((1, *shape), jnp.uint8) for *_, shape in obs_spec.image_slices())
-    template = net.init(jax.random.PRNGKey(0), jnp.zeros((1, state_spec.dim + len(pairs))), zeros)[
-        "params"
-    ]
+    flow = config.flow_steps > 0
+    template = net.init(
+        jax.random.PRNGKey(0), jnp.zeros((1, state_spec.dim + len(pairs))), zeros,
+        jnp.zeros((1, config.horizon, action_spec.dim)) if flow else None,
+        jnp.zeros((1, 1)) if flow else None,
+    )["params"]  # fmt: skip
     params = flax.serialization.from_bytes(template, (path / PARAMS_FILE).read_bytes())
     mean = np.asarray(meta["obs_mean"], np.float32)
     std = np.asarray(meta["obs_std"], np.float32)
-    apply = jax.jit(lambda x, frames: net.apply({"params": params}, x, frames))
+    if flow:
+        apply = jax.jit(lambda x, frames, noise: flow_sample(net, params, x, frames, noise,
+                                                             config.flow_steps))  # fmt: skip
+    else:
+        apply = jax.jit(lambda x, frames, _: net.apply({"params": params}, x, frames))
+    shape = (config.horizon, action_spec.dim)
 
-    def chunk(obs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def decode(obs: Mapping[str, Any], noise: np.ndarray | None = None) -> Any:
         if cameras:
             check_cameras(obs, cameras, f"the bc policy {path}")
         flat = (extend(state_spec.flatten(obs), pairs) - mean) / std
         frames = tuple(obs_spec.frames(k, obs[k])[None] for k in cameras)
-        return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None]), frames))[0])
+        given = jnp.asarray(np.zeros(shape, np.float32) if noise is None else noise)[None]
+        return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None]), frames, given))[0])
 
-    query: Callable[[Mapping[str, Any]], Any] = chunk
     if encoder is not None:
         from handrail.learners.agents.encoder import encoded_policy
 
-        query = encoded_policy(chunk, encoder)
+        decode = encoded_policy(decode, encoder)
+    return BCPolicy(decode, config, action_spec.dim, name=f"bc:{path}")
 
-    if config.horizon == 1:
-        return CallableBase(lambda obs: query(obs)[0], name=f"bc:{path}")
-    return ChunkedBase(query, execute=config.execute, temporal_ensemble=config.temporal_ensemble)
+
+class BCPolicy:
+    """A BC checkpoint's policy: :meth:`chunk` is its (horizon, A) actions on an observation,
+    in env units; called, it is a per-step :class:`BasePolicy` (a horizon-1 chunk's action).
+
+    A flow policy (``config.flow_steps > 0``) decodes noise into the chunk: :meth:`chunk` draws
+    it from N(0, flow_noise^2), seeded by each :meth:`reset`'s seed; :meth:`decode` takes it
+    given (a steering learner's). A regression policy's :meth:`decode` ignores the noise.
+
+    Attributes:
+        shape: (horizon, action_dim) of a chunk, and of its noise.
+    """
+
+    def __init__(self, decode: Callable[..., np.ndarray], config: BCConfig, action_dim: int,
+                 name: str) -> None:  # fmt: skip
+        self.decode, self.config, self.name = decode, config, name
+        self.shape = (config.horizon, action_dim)
+        self.noise = config.flow_noise if config.flow_steps > 0 else 0.0
+        self.rng = np.random.default_rng()
+
+    def chunk(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The chunk to act on (a flow policy's on its own noise)."""
+        if self.noise == 0:
+            return self.decode(obs)
+        return self.decode(obs, self.noise * self.rng.standard_normal(self.shape, np.float32))
+
+    def per_step(self, query: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> Any:
+        """A per-step :class:`BasePolicy` that plays the chunks of ``query`` (obs -> chunk;
+        default :meth:`chunk`) as the checkpoint was trained to: the first action of each
+        (horizon 1), else every ``execute`` steps or temporally ensembled (ChunkedBase)."""
+        if query is None and self.config.horizon == 1:
+            return self
+        query = query or self.chunk
+        if self.config.horizon == 1:
+            return CallableBase(lambda obs: np.asarray(query(obs))[0], name=self.name)
+        return ChunkedBase(query, execute=self.config.execute,
+                           temporal_ensemble=self.config.temporal_ensemble,
+                           reset_fn=self.reset)  # fmt: skip
+
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(self.chunk(obs)[0], np.float32)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)

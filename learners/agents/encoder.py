@@ -594,14 +594,12 @@ def encode_episodes(data: Any, encoder: ImageEncoder) -> Any:
                                final_obs=encode_observation(encoder, data.final_obs))  # fmt: skip
 
 
-def encoded_policy(
-    policy: Callable[[Any], Any], encoder: ImageEncoder
-) -> Callable[[Mapping[str, Any]], Any]:
+def encoded_policy(policy: Callable[..., Any], encoder: ImageEncoder) -> Callable[..., Any]:
     """``policy`` (on observations with ``camera_features``) acting on observations with the
-    cameras themselves."""
+    cameras themselves (further arguments are passed on)."""
 
-    def act(obs: Mapping[str, Any]) -> Any:
+    def act(obs: Mapping[str, Any], *args: Any) -> Any:
         check_cameras(obs, encoder.cameras, "this policy", f" through its encoder {encoder.path}")
-        return policy(encode_observation(encoder, obs))
+        return policy(encode_observation(encoder, obs), *args)
 
     return act

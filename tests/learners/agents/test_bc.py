@@ -12,7 +12,9 @@ import pytest
 from handrail.control.base_policy import ChunkedBase
 from handrail.learners.agents.bc import (
     BCConfig,
+    BCPolicy,
     chunk_targets,
+    load_bc,
     load_bc_policy,
     save_bc,
     split_episodes,
@@ -118,12 +120,81 @@ def test_a_chunked_policy_loads_as_a_chunked_base(tmp_path: Path) -> None:
     assert base.queries == 3
 
 
+def two_ways(count: int = 8, length: int = 16) -> SimpleNamespace:
+    """Demonstrations that go two ways from the same observations: half the episodes act
+    (+1, x), half (-1, x) (env units, in a [-2, 2] box)."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (count * length, 2)).astype(np.float32)
+    side = np.repeat(np.where(np.arange(count) % 2 == 0, 1.0, -1.0), length)
+    action = np.stack([side, x[:, 0]], 1).astype(np.float32)
+    return SimpleNamespace(obs={"x": x}, action=action, episode_starts=np.arange(count) * length,
+                           episode_lengths=np.full(count, length))  # fmt: skip
+
+
+def test_a_flow_policy_keeps_both_ways_the_demonstrations_go_where_regression_averages(
+    tmp_path: Path,
+) -> None:
+    """Where demonstrators split (left or right of an obstacle), regression clones the mean, an
+    action nobody took; the flow policy's actions land on one way or the other, chosen by its
+    noise, and still follow the observation."""
+    data = two_ways()
+    obs = {"x": np.array([0.4, -0.3], np.float32)}
+    firsts = {}
+    for name, flow_steps in (("mse", 0), ("flow", 10)):
+        config = BCConfig(hidden_dims=(64, 64), steps=3000, eval_every=100, batch_size=64,
+                          val_fraction=0.0, flow_steps=flow_steps, relative_inputs=False)  # fmt: skip
+        (tmp_path / name).mkdir()
+        save_bc(tmp_path / name, train_bc(data, OBS, ACT, config), config, OBS, ACT)
+        policy = load_bc_policy(tmp_path / name)
+        assert isinstance(policy, BCPolicy)
+        actions = []
+        for seed in range(40):
+            policy.reset(seed=seed)
+            actions.append(policy(obs))
+        firsts[name] = np.array(actions)
+    assert np.abs(firsts["mse"][:, 0]).max() < 0.4  # the average of +1 and -1
+    flow = firsts["flow"]
+    assert (np.abs(flow[:, 0]) > 0.5).mean() >= 0.8  # on one way or the other
+    assert 0.25 <= (flow[:, 0] > 0).mean() <= 0.75  # and both ways are taken
+    np.testing.assert_allclose(np.median(flow[:, 1]), 0.4, atol=0.2)
+
+
+def test_a_flow_policy_decodes_given_noise_deterministically_and_draws_its_own_by_seed(
+    tmp_path: Path,
+) -> None:
+    config = BCConfig(hidden_dims=(16,), horizon=3, steps=50, eval_every=50, flow_steps=4)
+    save_bc(tmp_path, train_bc(episodes(), OBS, ACT, config), config, OBS, ACT)
+    base = load_bc_policy(tmp_path)
+    assert isinstance(base, ChunkedBase)
+    policy = load_bc(tmp_path)
+    obs = {"x": np.array([0.1, 0.2], np.float32)}
+    noise = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    chunk = policy.decode(obs, noise)
+    assert chunk.shape == (3, 2) and np.all(np.abs(chunk) <= 2.0)
+    np.testing.assert_array_equal(chunk, policy.decode(obs, noise))
+    assert not np.array_equal(chunk, policy.decode(obs, -noise))
+    draws = []
+    for seed in (5, 5, 6):
+        policy.reset(seed=seed)
+        draws.append(policy.chunk(obs))
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert not np.array_equal(draws[0], draws[2])
+    quiet = BCConfig(**{**config.to_json(), "flow_noise": 0.0})
+    save_bc(tmp_path, train_bc(episodes(), OBS, ACT, quiet), quiet, OBS, ACT)
+    calm = load_bc(tmp_path)
+    np.testing.assert_array_equal(calm.chunk(obs), calm.decode(obs, np.zeros((3, 2), np.float32)))
+
+
 def test_a_folder_that_is_not_a_bc_checkpoint_says_what_it_is(tmp_path: Path) -> None:
     (tmp_path / "state.msgpack").write_bytes(b"")
     with pytest.raises(ValueError, match="SAC checkpoint"):
         load_bc_policy(tmp_path)
     with pytest.raises(ValueError, match="execute"):
         BCConfig(horizon=2, execute=3)
+    with pytest.raises(ValueError, match=r"flow_steps=-1.*flow_steps and flow_noise >= 0"):
+        BCConfig(flow_steps=-1)
+    with pytest.raises(ValueError, match=r"flow_noise=-0\.5"):
+        BCConfig(flow_noise=-0.5)
 
 
 def reaching(count: int = 10, length: int = 11, seed: int = 0) -> SimpleNamespace:
