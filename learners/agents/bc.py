@@ -106,7 +106,8 @@ class BCConfig:
     """0: regress the actions (mean squared error). K > 0: a flow-matching policy, a generative
     base: a velocity field trained to carry Gaussian noise to the demonstrations' action chunks
     (Lipman et al. 2023; pi0's action expert), integrated in K Euler steps when acting. Its
-    noise is what a steering learner chooses (``--steer``; DSRL, Wagenmaker et al. 2025)."""
+    noise is what a steering learner chooses (DSRL, Wagenmaker et al. 2025; the example
+    ``handrail.examples.steer_flow_base``)."""
     flow_noise: float = 1.0
     """A flow policy acting alone draws its noise from N(0, flow_noise^2) (seeded by each
     episode's reset seed); 0 acts deterministically from zero noise."""
