@@ -245,19 +245,22 @@ def lit_columns(count: int = 40, seed: int = 0) -> SimpleNamespace:
                            episode_starts=np.arange(count), episode_lengths=np.ones(count, int))  # fmt: skip
 
 
-@pytest.mark.parametrize("kernels", [(), (2,)])  # (2,): a 2x2 patch embedding of stride 2
+# (2,): a 2x2 patch embedding of stride 2; flow_steps 8: a flow policy (from zero noise)
+@pytest.mark.parametrize(("kernels", "flow_steps"), [((), 0), ((2,), 0), ((2,), 8)])
 def test_bc_on_a_camera_learns_what_only_the_frame_shows_and_its_checkpoint_acts_on_it(
-    tmp_path: Path, kernels: tuple[int, ...]
+    tmp_path: Path, kernels: tuple[int, ...], flow_steps: int
 ) -> None:
     spec = ObsSpec(("cam", "x"), ((8, 8, 3), (2,)), images=("cam",))
     data = lit_columns()
-    config = BCConfig(hidden_dims=(32, 32), steps=300, eval_every=100, batch_size=32,
-                      val_fraction=0.0, image_channels=(8,), image_strides=(len(kernels) + 1,),
-                      image_kernels=kernels, image_features=16, image_shift=0,
-                      relative_inputs=False)  # fmt: skip
+    config = BCConfig(hidden_dims=(32, 32), steps=600 if flow_steps else 300, eval_every=100,
+                      batch_size=32, val_fraction=0.0, image_channels=(8,),
+                      image_strides=(len(kernels) + 1,), image_kernels=kernels,
+                      image_features=16, image_shift=0, relative_inputs=False,
+                      flow_steps=flow_steps, flow_noise=0.0)  # fmt: skip
     result = train_bc(data, spec, ACT, config)
     assert set(result.params) >= {"encoder"} and result.obs_mean.shape == (2,)  # the state alone
-    assert result.history[-1]["train_loss"] < 0.2 * result.history[0]["train_loss"]
+    if not flow_steps:  # a flow's loss keeps the noise it cannot predict
+        assert result.history[-1]["train_loss"] < 0.2 * result.history[0]["train_loss"]
     policy = load_bc_policy(save_bc(tmp_path, result, config, spec, ACT))
     test = lit_columns(count=16, seed=1)
     acted = np.stack([policy({"cam": f, "x": x}) for f, x in zip(test.obs["cam"], test.obs["x"],
