@@ -45,6 +45,13 @@ class RecordConfig:
     """Append to an existing store (its fields must match) instead of creating one."""
     overwrite: bool = False
     """Replace an existing store at --out."""
+    noise: float = 0.0
+    """With the scripted expert: add N(0, noise^2) to each of its actions as it acts
+    (normalised units, clipped to the action space; seeded by each episode's seed), as DART
+    does (Laskey et al. 2017): the demos then show the expert recovering from the states its
+    own errors lead to, and behaviour cloning from them holds up off its path. The store keeps
+    the executed (noisy) actions; episodes the noise made fail are kept, marked failed
+    (``handrail bc`` and ``--demos`` learn from the successful ones). 0: the expert as it is."""
     hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
     """Device settings for a person (--hil.mapping FILE, --hil.arbiter.operator-yaw-rad...)."""
 
@@ -55,6 +62,13 @@ class RecordConfig:
             raise ValueError(f"--image-size must be >= 8 pixels, got {self.image_size}")
         if self.append and self.overwrite:
             raise ValueError("--append and --overwrite exclude each other: pick one")
+        if not self.noise >= 0:
+            raise ValueError(f"--noise must be >= 0 (a standard deviation), got {self.noise}")
+        if self.noise > 0 and self.source != "expert":
+            raise ValueError(
+                f"--noise perturbs the scripted expert's actions; a person at a "
+                f"{self.source} records as they act (leave out --noise, or use --source expert)"
+            )
         unknown = sorted(set(self.camera_names) - set(CAMERAS))
         if unknown:
             raise ValueError(f"--cameras: unknown {unknown}; choose from {', '.join(CAMERAS)}")
@@ -92,6 +106,7 @@ def _record(cfg: RecordConfig) -> int:
     from handrail.control.step import ActedBy
     from handrail.demos.recorder import EpisodeRecorder
     from handrail.learners.actor import Actor
+    from handrail.learners.specs import ActionSpec
 
     check_out(cfg.out, overwrite=cfg.overwrite, append=cfg.append)  # before the sim starts
     from handrail.app.envs import parse_env_kwargs
@@ -102,7 +117,9 @@ def _record(cfg: RecordConfig) -> int:
     env = sim.make(cfg.task, **overrides)
     if cfg.source in DEVICES:
         return _record_person(cfg, env)
-    expert = sim.make_expert(cfg.task, env)
+    expert: Any = sim.make_expert(cfg.task, env)
+    if cfg.noise > 0:
+        expert = WithNoise(expert, ActionSpec.from_space(env.action_space), cfg.noise)
     try:
         with EpisodeRecorder(open_record_writer(cfg, env), task=cfg.task) as recorder:
             actor = Actor(env, expert, seed=cfg.seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
@@ -117,6 +134,26 @@ def _record(cfg: RecordConfig) -> int:
     successes = sum(bool(s.success) for s in stats)
     print(f"recorded {len(stats)} episodes of {cfg.task} into {cfg.out}: {successes} successful")
     return 0
+
+
+class WithNoise:
+    """``policy``'s actions plus N(0, ``noise``^2) per dimension in normalised units, clipped to
+    the action space (``--noise``); each episode's noise is drawn from its reset seed."""
+
+    def __init__(self, policy: Any, action_spec: Any, noise: float) -> None:
+        self.policy, self.action_spec, self.noise = policy, action_spec, noise
+        self.rng = np.random.default_rng()
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        action = self.action_spec.from_env(np.asarray(self.policy(obs), np.float32))
+        noisy = action + self.noise * self.rng.standard_normal(action.shape)
+        return self.action_spec.to_env(np.clip(noisy, -1.0, 1.0).astype(np.float32))
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(None if seed is None else [seed, 1])
+        reset = getattr(self.policy, "reset", None)
+        if reset is not None:
+            reset(seed=seed)
 
 
 def _record_person(cfg: RecordConfig, env: Any) -> int:

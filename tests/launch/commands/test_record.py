@@ -182,3 +182,38 @@ def test_a_full_disk_while_recording_is_one_line_and_keeps_the_committed_episode
     assert cli.main(argv) == 0
     assert open_store(out).num_episodes == kept + 1
     assert cli.main(["demos", "validate", str(out)]) == 0
+
+
+def test_noise_perturbs_the_experts_actions_seeded_and_is_stored_as_executed(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DART-style recording: the same seeds give the same noisy episodes; the noise moves the
+    actions away from the clean expert's (from the first step, whose observation is the same)
+    and never out of the action space."""
+    stores = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        argv = ["record", "--task", "reach", "--episodes", "3", "--seed", "5", "--noise", "0.3",
+                "--out", str(out)]  # fmt: skip
+        assert cli.main(argv) == 0
+        stores.append(open_store(out).load())
+    assert "3 episodes of reach" in capsys.readouterr().out
+    noisy, again, clean = stores[0], stores[1], open_store(recorded).load()
+    np.testing.assert_array_equal(noisy.action, again.action)
+    assert [r.seed for r in open_store(tmp_path / "a").episodes] == [5, 6, 7]
+    np.testing.assert_array_equal(noisy.obs["proprio"][0], clean.obs["proprio"][0])
+    first = np.abs(noisy.action[0] - clean.action[0])
+    assert first.max() > 0.05  # four dimensions of N(0, 0.3^2): all below 0.05 is about 1 in 1e5
+    assert np.all(np.abs(noisy.action) <= 1.0)
+
+
+def test_noise_must_be_a_standard_deviation_for_the_scripted_expert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "x")
+    assert cli.main(["record", "--task", "reach", "--noise", "-0.1", "--out", out]) == 2
+    assert "--noise must be >= 0 (a standard deviation), got -0.1" in capsys.readouterr().err
+    argv = ["record", "--task", "reach", "--noise", "0.1", "--source", "keyboard", "--out", out]
+    assert cli.main(argv) == 2
+    assert "a person at a keyboard records as they act" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
