@@ -21,7 +21,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 
+from handrail.control.step import EXECUTED_ACTION_KEY
 from handrail.sim import TASKS
 
 HANDRAIL_TASKS: tuple[str, ...] = TASKS
@@ -307,3 +309,28 @@ def learner_specs(env: Any, cfg: Any) -> tuple[Any, Any]:
         return obs_spec, ActionSpec.from_space(env.action_space)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--task {cfg.task!r}: {exc}") from exc
+
+
+class ExecutionNoise(gym.Wrapper):
+    """``env`` executing each action plus N(0, ``noise``^2) per dimension in normalised units,
+    clipped to the action space (``--noise``); each episode's noise is drawn from its reset
+    seed. The action executed is reported in ``info`` (the store's action; the one given is
+    the proposed action)."""
+
+    def __init__(self, env: Any, noise: float) -> None:
+        from handrail.learners.specs import ActionSpec
+
+        super().__init__(env)
+        self.action_spec, self.noise = ActionSpec.from_space(env.action_space), noise
+        self.rng = np.random.default_rng()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        self.rng = np.random.default_rng(None if seed is None else [seed, 1])
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> Any:
+        given = self.action_spec.from_env(np.asarray(action, np.float32))
+        noisy = np.clip(given + self.noise * self.rng.standard_normal(given.shape), -1.0, 1.0)
+        executed = self.action_spec.to_env(noisy.astype(np.float32))
+        obs, reward, terminated, truncated, info = self.env.step(executed)
+        return obs, reward, terminated, truncated, {**info, EXECUTED_ACTION_KEY: executed}

@@ -46,12 +46,12 @@ class RecordConfig:
     overwrite: bool = False
     """Replace an existing store at --out."""
     noise: float = 0.0
-    """With the scripted expert: add N(0, noise^2) to each of its actions as it acts
+    """With the scripted expert: the arm executes each of its actions plus N(0, noise^2)
     (normalised units, clipped to the action space; seeded by each episode's seed), as DART
-    does (Laskey et al. 2017): the demos then show the expert recovering from the states its
-    own errors lead to, and behaviour cloning from them holds up off its path. The store keeps
-    the executed (noisy) actions; episodes the noise made fail are kept, marked failed
-    (``handrail bc`` and ``--demos`` learn from the successful ones). 0: the expert as it is."""
+    does (Laskey et al. 2017): the demos then visit the states the expert's own errors lead to,
+    and show what it does there. The store keeps the executed (noisy) action as the action and
+    the expert's own as the proposed one (``handrail bc --labels proposed`` clones it);
+    episodes the noise made fail are kept, marked failed. 0: the expert as it is."""
     hil: HumanLoopConfig = field(default_factory=HumanLoopConfig)
     """Device settings for a person (--hil.mapping FILE, --hil.arbiter.operator-yaw-rad...)."""
 
@@ -106,7 +106,6 @@ def _record(cfg: RecordConfig) -> int:
     from handrail.control.step import ActedBy
     from handrail.demos.recorder import EpisodeRecorder
     from handrail.learners.actor import Actor
-    from handrail.learners.specs import ActionSpec
 
     check_out(cfg.out, overwrite=cfg.overwrite, append=cfg.append)  # before the sim starts
     from handrail.app.envs import parse_env_kwargs
@@ -114,12 +113,14 @@ def _record(cfg: RecordConfig) -> int:
     overrides: dict[str, Any] = parse_env_kwargs(cfg.env_kwargs, cfg.task)
     if cfg.camera_names:
         overrides.update(cameras=cfg.camera_names, image_size=cfg.image_size)
-    env = sim.make(cfg.task, **overrides)
+    env: Any = sim.make(cfg.task, **overrides)
     if cfg.source in DEVICES:
         return _record_person(cfg, env)
-    expert: Any = sim.make_expert(cfg.task, env)
+    expert = sim.make_expert(cfg.task, env)
     if cfg.noise > 0:
-        expert = WithNoise(expert, ActionSpec.from_space(env.action_space), cfg.noise)
+        from handrail.app.envs import ExecutionNoise
+
+        env = ExecutionNoise(env, cfg.noise)
     try:
         with EpisodeRecorder(open_record_writer(cfg, env), task=cfg.task) as recorder:
             actor = Actor(env, expert, seed=cfg.seed, sinks=[recorder], acted_by=ActedBy.SCRIPTED)
@@ -134,26 +135,6 @@ def _record(cfg: RecordConfig) -> int:
     successes = sum(bool(s.success) for s in stats)
     print(f"recorded {len(stats)} episodes of {cfg.task} into {cfg.out}: {successes} successful")
     return 0
-
-
-class WithNoise:
-    """``policy``'s actions plus N(0, ``noise``^2) per dimension in normalised units, clipped to
-    the action space (``--noise``); each episode's noise is drawn from its reset seed."""
-
-    def __init__(self, policy: Any, action_spec: Any, noise: float) -> None:
-        self.policy, self.action_spec, self.noise = policy, action_spec, noise
-        self.rng = np.random.default_rng()
-
-    def __call__(self, obs: Any) -> np.ndarray:
-        action = self.action_spec.from_env(np.asarray(self.policy(obs), np.float32))
-        noisy = action + self.noise * self.rng.standard_normal(action.shape)
-        return self.action_spec.to_env(np.clip(noisy, -1.0, 1.0).astype(np.float32))
-
-    def reset(self, seed: int | None = None) -> None:
-        self.rng = np.random.default_rng(None if seed is None else [seed, 1])
-        reset = getattr(self.policy, "reset", None)
-        if reset is not None:
-            reset(seed=seed)
 
 
 def _record_person(cfg: RecordConfig, env: Any) -> int:

@@ -184,12 +184,13 @@ def test_a_full_disk_while_recording_is_one_line_and_keeps_the_committed_episode
     assert cli.main(["demos", "validate", str(out)]) == 0
 
 
-def test_noise_perturbs_the_experts_actions_seeded_and_is_stored_as_executed(
+def test_noise_perturbs_what_the_arm_executes_seeded_and_keeps_the_experts_own_action(
     recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """DART-style recording: the same seeds give the same noisy episodes; the noise moves the
-    actions away from the clean expert's (from the first step, whose observation is the same)
-    and never out of the action space."""
+    """DART-style recording: the same seeds give the same noisy episodes; the arm executes the
+    expert's action plus noise (from the first step, whose observation is the same as without
+    noise), never out of the action space, and the store keeps the expert's own action as the
+    proposed one."""
     stores = []
     for name in ("a", "b"):
         out = tmp_path / name
@@ -202,9 +203,11 @@ def test_noise_perturbs_the_experts_actions_seeded_and_is_stored_as_executed(
     np.testing.assert_array_equal(noisy.action, again.action)
     assert [r.seed for r in open_store(tmp_path / "a").episodes] == [5, 6, 7]
     np.testing.assert_array_equal(noisy.obs["proprio"][0], clean.obs["proprio"][0])
-    first = np.abs(noisy.action[0] - clean.action[0])
-    assert first.max() > 0.05  # four dimensions of N(0, 0.3^2): all below 0.05 is about 1 in 1e5
+    np.testing.assert_allclose(noisy.policy_action[0], clean.action[0], atol=1e-6)
+    moved = np.abs(noisy.action - noisy.policy_action).max(axis=1)
+    assert (moved > 0.05).mean() > 0.9  # four dimensions of N(0, 0.3^2) per step
     assert np.all(np.abs(noisy.action) <= 1.0)
+    np.testing.assert_array_equal(clean.action, clean.policy_action)  # no noise: one action
 
 
 def test_noise_must_be_a_standard_deviation_for_the_scripted_expert(
