@@ -64,6 +64,10 @@ class BCCommand:
     """Info key with the task's success flag, for the evaluation (as ``handrail train``'s)."""
     seed: int = 0
     """Seeds training (--bc.seed is set from it) and the first evaluation episode."""
+    labels: Literal["executed", "proposed"] = "executed"
+    """Which action of each step to clone: the one the arm executed, or the one proposed before
+    something else ran: the scripted expert's own where ``handrail record --noise`` perturbed
+    what the arm executed (DART), a policy's where a person corrected it."""
     progress: bool = True
     """Show the progress bar."""
     bc: BCConfig = field(default_factory=BCConfig)
@@ -142,6 +146,8 @@ def bc(cmd: BCCommand) -> int:
         ids = ids[: cmd.max_episodes] if cmd.max_episodes else ids
         require_finite(reader, ids)  # nan or inf: named now, not by a loss later
         data = reader.load(episodes=ids)
+        if cmd.labels == "proposed":
+            data = dataclasses.replace(data, action=data.policy_action)
         cameras = pixels.store_cameras(data, cmd.ignore_obs_keys) if cmd.pixels else encoder
         env_settings = with_cameras(task, preset(task).env, cameras)  # as train and eval
         env = pixels.wrap(make_env(task, **env_settings), encoder)
@@ -171,7 +177,8 @@ def bc(cmd: BCCommand) -> int:
     with RunDir(run_path, tensorboard=False) as run:
         run.write_config({"command": "bc", "demos": str(cmd.demos), "task": task,
                           "episodes": ids, "seed": cmd.seed, "bc": config.to_json(),
-                          "acted_by": list(cmd.acted_by), "success_key": cmd.success_key,
+                          "acted_by": list(cmd.acted_by), "labels": cmd.labels,
+                          "success_key": cmd.success_key,
                           "ignore_obs_keys": list(cmd.ignore_obs_keys),
                           "env_kwargs": list(format_env_kwargs(env_settings)),
                           "encoder": None if cmd.encoder is None else str(cmd.encoder),

@@ -132,6 +132,46 @@ def test_acted_by_clones_only_the_steps_those_chose(
     assert not (tmp_path / "none").exists()
 
 
+def test_labels_proposed_clones_the_action_proposed_not_the_one_executed(
+    reach_demos: Path, tmp_path: Path
+) -> None:
+    """A store whose arm executed something else than proposed (``handrail record --noise``;
+    here a constant): ``--labels proposed`` clones the expert's own actions, the default the
+    executed ones."""
+    import dataclasses
+
+    import handrail.demos
+    import handrail.sim
+    from handrail.app.bases import make_base
+    from handrail.app.envs import make_env
+    from handrail.demos.episodes import iter_store_episodes, store_meta, write_store
+
+    reader = handrail.demos.open_store(reach_demos)
+    constant = np.array([0.5, -0.5, 0.5, 0.0], np.float32)
+    episodes = [dataclasses.replace(ep, policy_action=ep.action,
+                                    action=np.tile(constant, (ep.num_steps, 1)))
+                for _, ep in iter_store_episodes(reader)]  # fmt: skip
+    store = tmp_path / "noisy"
+    write_store(store, store_meta(reader), episodes)
+    env = make_env("reach")
+    obs, _ = env.reset(seed=3)
+    expert = handrail.sim.make_expert("reach", env)
+    expert.reset(seed=3)
+    wanted = np.asarray(expert(obs))
+    acted = {}
+    for labels in ("proposed", "executed"):
+        run = tmp_path / labels
+        argv = ["bc", "--demos", str(store), "--run-dir", str(run), "--no-progress",
+                "--eval-episodes", "0", "--labels", labels]  # fmt: skip
+        assert cli.main(argv) == 0
+        assert json.loads((run / "config.json").read_text())["labels"] == labels
+        base = make_base(f"bc:{run}", "reach", env)
+        base.reset(seed=3)
+        acted[labels] = base(obs)
+    assert np.abs(acted["executed"] - constant).max() < 0.05
+    assert np.abs(acted["proposed"] - wanted).max() < 0.3 < np.abs(wanted - constant).max()
+
+
 def test_defaults_are_the_task_preset(reach_demos: Path, tmp_path: Path) -> None:
     """`handrail bc` starts from its task's preset as `handrail train` does (the store's task, or
     --task), then every option given: a user cloning pick_cube gets the measured recipe."""
