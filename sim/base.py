@@ -41,8 +41,9 @@ per call, avoid chains of small NumPy calls). ``handrail bench sim`` shows the c
 Observations are a Dict: ``proprio`` (layout :data:`PROPRIO_LAYOUT`), the task's keys, and uint8
 ``H x W x 3`` images for each name in ``config.cameras``. Reward is 1.0 on success (sparse) or the
 task's dense reward; ``info["success"]`` is set on every step, and ``info["outcome"]`` on an
-episode's last: ``"success"`` or the task's :meth:`ArmEnv.failure` (where it names one). Success terminates the episode when
-``terminate_on_success`` (default, as in HIL-SERL); the time limit is reported as truncation.
+episode's last: ``"success"`` or the task's :meth:`ArmEnv.failure` (where it names one).
+Success terminates the episode when ``terminate_on_success`` (default, as in HIL-SERL); the
+time limit is reported as truncation.
 Observations are read after the last physics step's kinematics pass, i.e. they lag the physics
 by one step (2 ms).
 """

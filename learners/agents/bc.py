@@ -521,7 +521,9 @@ def load_bc(path: str | Path, encoder: Any = None) -> BCPolicy:
             check_cameras(obs, cameras, f"the bc policy {path}")
         flat = (extend(state_spec.flatten(obs), pairs) - mean) / std
         frames = tuple(obs_spec.frames(k, obs[k])[None] for k in cameras)
-        given = jnp.asarray(np.zeros(shape, np.float32) if noise is None else noise)[None]
+        given = None  # a regression policy reads no noise: nothing to build or copy per step
+        if flow:
+            given = jnp.asarray(np.zeros(shape, np.float32) if noise is None else noise)[None]
         return action_spec.to_env(np.asarray(apply(jnp.asarray(flat[None]), frames, given))[0])
 
     if encoder is not None:
